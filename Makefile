@@ -1,0 +1,28 @@
+# `make demo` and `make test` work on a fresh machine: they install uv when it is missing,
+# then build the locked environment.
+# `python3 -m uv` works right after `pip install uv`, before any shell has rehashed its PATH.
+UV ?= $(shell command -v uv 2>/dev/null || echo python3 -m uv)
+UV_RUN = $(UV) run --locked
+
+.PHONY: demo test lint typecheck format env
+
+env:
+	@$(UV) --version >/dev/null 2>&1 || python3 -m pip install --quiet uv
+	$(UV) sync --locked
+
+demo: env
+	$(UV_RUN) deerflow demo --config examples/demo.yaml
+
+test: env lint typecheck
+	$(UV_RUN) pytest
+
+lint: env
+	$(UV_RUN) ruff check src tests
+	$(UV_RUN) ruff format --check src tests
+
+typecheck: env
+	$(UV_RUN) mypy
+
+format: env
+	$(UV_RUN) ruff format src tests
+	$(UV_RUN) ruff check --fix src tests

@@ -1,0 +1,5 @@
+"""`python -m deerflow` runs the command line."""
+
+from deerflow.cli.app import main
+
+main()

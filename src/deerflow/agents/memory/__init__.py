@@ -1,0 +1,4 @@
+"""DeerFlow memory: the backend-neutral contract, its factory and the built-in backends.
+
+Import the public names from `deerflow.agents.memory.manager`.
+"""

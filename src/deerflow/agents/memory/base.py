@@ -1,0 +1,423 @@
+"""The backend-neutral `MemoryManager` contract.
+
+Three members are mandatory: `from_config`, `add` and `get_context`. Every other operation has a
+default: either a harmless value (`shutdown_flush` → True, `warm` → None, …) or
+`MemoryUnsupportedError` naming the backend and the operation. Async twins (`aadd`,
+`aget_context`, …) run the sync method in a worker thread, so an async caller's event loop is
+never blocked by a backend that does blocking I/O.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from abc import ABC, abstractmethod
+from collections.abc import Mapping
+from typing import Any, ClassVar, Literal, Self, TypeVar
+
+from pydantic import BaseModel, ConfigDict, field_validator, model_validator
+
+from deerflow.agents.memory.callbacks import MemoryCallbacks
+from deerflow.agents.memory.errors import MemoryUnsupportedError
+from deerflow.validation import parse_model
+
+__all__ = ["MemoryManager", "MemoryMode", "parse_backend_config"]
+
+MemoryMode = Literal["middleware", "tool"]
+BackendConfigT = TypeVar("BackendConfigT", bound=BaseModel)
+
+
+def parse_backend_config(
+    model: type[BackendConfigT], backend_config: Mapping[str, Any]
+) -> BackendConfigT:
+    """Validate a backend's own keys with `model`.
+
+    Raises:
+        ValueError: naming each bad key as `memory.backend_config.<key>`. Note that the factory
+            adds `storage_path` to every backend's config, so a strict model must accept it.
+    """
+    return parse_model(model, dict(backend_config), "memory.backend_config")
+
+
+class MemoryManager(BaseModel, ABC):
+    """Base class of every memory backend.
+
+    Backend internals (storage, clients, queues) are pydantic private attributes, never fields.
+
+    Class flags:
+        supports_search: must be True exactly when the class overrides `search()`.
+        requires_passive_writes_in_tool_mode: keep `MemoryMiddleware` writing in tool mode.
+
+    Raises:
+        ValueError: at construction, on every path, when `supports_search` disagrees with the
+            implementation, or when `mode == "tool"` and the backend has no `search()`.
+    """
+
+    model_config = ConfigDict(arbitrary_types_allowed=True)
+
+    supports_search: ClassVar[bool] = False
+    requires_passive_writes_in_tool_mode: ClassVar[bool] = False
+
+    backend_config: dict[str, Any] = {}
+    mode: MemoryMode = "middleware"
+    callbacks: MemoryCallbacks | None = None
+
+    @field_validator("backend_config", mode="before")
+    @classmethod
+    def _none_is_empty(cls, value: Any) -> Any:
+        return {} if value is None else value
+
+    @model_validator(mode="after")
+    def _check_contract(self) -> Self:
+        check_contract(type(self), self.mode)
+        return self
+
+    @classmethod
+    def model_construct(  # type: ignore[override]  # the pydantic plugin types it per model
+        cls, _fields_set: set[str] | None = None, **values: Any
+    ) -> Self:
+        # model_construct skips validators; the contract must hold on every construction path.
+        check_contract(cls, values.get("mode", "middleware"))
+        return super().model_construct(_fields_set, **values)
+
+    # -- mandatory ---------------------------------------------------------------------------
+
+    @classmethod
+    @abstractmethod
+    def from_config(
+        cls, backend_config: dict[str, Any], *, mode: MemoryMode = "middleware", **host_hooks: Any
+    ) -> Self:
+        """Build the backend from its `backend_config`.
+
+        `host_hooks` are keyword arguments the host offers (`callbacks`, `host_llm_factory`,
+        `should_keep_hidden_message`, `trace_context_manager`, `extraction_callback`); take what
+        you need and ignore the rest. `backend_config["storage_path"]` is an absolute directory.
+        """
+
+    @abstractmethod
+    def add(
+        self,
+        thread_id: str,
+        messages: list[Any],
+        *,
+        agent_name: str | None = None,
+        user_id: str | None = None,
+        trace_id: str | None = None,
+    ) -> None:
+        """Queue a write of the conversation. Filtering and extraction are the backend's job."""
+
+    @abstractmethod
+    def get_context(
+        self,
+        user_id: str | None,
+        *,
+        agent_name: str | None = None,
+        thread_id: str | None = None,
+        query: str | None = None,
+    ) -> str:
+        """Return injection-ready plain text, already within the backend's budget ("" if none).
+
+        Raises:
+            MemoryReadError: a required read failed and the read policy is `fail_closed`.
+        """
+
+    # -- optional, with defaults ---------------------------------------------------------------
+
+    def add_nowait(
+        self,
+        thread_id: str,
+        messages: list[Any],
+        *,
+        agent_name: str | None = None,
+        user_id: str | None = None,
+    ) -> None:
+        """Write now, without debouncing (used before summarisation drops messages)."""
+        self.add(thread_id, messages, agent_name=agent_name, user_id=user_id)
+
+    def search(
+        self,
+        query: str,
+        top_k: int = 5,
+        *,
+        user_id: str | None = None,
+        agent_name: str | None = None,
+        category: str | None = None,
+    ) -> list[dict[str, Any]]:
+        """Return fact dicts relevant to `query`, best first. Override and set `supports_search`."""
+        raise self._unsupported("search")
+
+    def get_memory(
+        self, *, user_id: str | None = None, agent_name: str | None = None
+    ) -> dict[str, Any]:
+        """Return the memory document (summaries plus the bucket's `facts`)."""
+        raise self._unsupported("get_memory")
+
+    def reload_memory(
+        self, *, user_id: str | None = None, agent_name: str | None = None
+    ) -> dict[str, Any]:
+        """Drop caches, read the stored memory again and return the document."""
+        raise self._unsupported("reload_memory")
+
+    def clear_memory(
+        self, *, user_id: str | None = None, agent_name: str | None = None
+    ) -> dict[str, Any]:
+        """Remove the memory of one agent bucket, or of all the user's agents when omitted."""
+        raise self._unsupported("clear_memory")
+
+    def import_memory(
+        self, data: dict[str, Any], *, user_id: str | None = None, agent_name: str | None = None
+    ) -> dict[str, Any]:
+        """Replace the stored memory with the document `data`; return the new document."""
+        raise self._unsupported("import_memory")
+
+    def export_memory(
+        self, *, user_id: str | None = None, agent_name: str | None = None
+    ) -> dict[str, Any]:
+        """Return the document in the form `import_memory` accepts."""
+        raise self._unsupported("export_memory")
+
+    def create_fact(
+        self,
+        content: str,
+        category: str = "context",
+        confidence: float = 0.5,
+        *,
+        user_id: str | None = None,
+        agent_name: str | None = None,
+    ) -> tuple[dict[str, Any], str | None]:
+        """Store a fact; return the document and the new fact id.
+
+        Raises:
+            ValueError: empty content, unknown category, confidence outside 0..1.
+            DuplicateFactError: the same content is already stored.
+            FactEvictedError: the capacity policy evicted the new fact at once.
+        """
+        raise self._unsupported("create_fact")
+
+    def update_fact(
+        self,
+        fact_id: str,
+        content: str | None = None,
+        category: str | None = None,
+        confidence: float | None = None,
+        *,
+        user_id: str | None = None,
+        agent_name: str | None = None,
+    ) -> dict[str, Any]:
+        """Change the given fields of a fact; return the document.
+
+        Raises:
+            FactNotFoundError: no such fact in this scope.
+            ValueError: an invalid new value.
+        """
+        raise self._unsupported("update_fact")
+
+    def delete_fact(
+        self, fact_id: str, *, user_id: str | None = None, agent_name: str | None = None
+    ) -> dict[str, Any]:
+        """Delete a fact; return the document.
+
+        Raises:
+            FactNotFoundError: no such fact in this scope.
+        """
+        raise self._unsupported("delete_fact")
+
+    def get_history(
+        self, *, user_id: str | None = None, agent_name: str | None = None, limit: int = 100
+    ) -> list[dict[str, Any]]:
+        """Return the audit log, newest first: `{change_id, at, actor, reason, before, after}`."""
+        raise self._unsupported("get_history")
+
+    def revert_change(self, change_id: str, *, user_id: str | None = None) -> dict[str, Any]:
+        """Undo one recorded change; return the change that the undo itself recorded."""
+        raise self._unsupported("revert_change")
+
+    def shutdown_flush(self, timeout: float) -> bool:
+        """Write what is queued within `timeout` seconds; True when nothing is left behind."""
+        return True
+
+    def warm(self) -> bool | None:
+        """Prepare for the first request. None means there was nothing to warm."""
+        return None
+
+    def cancel_pending(self, *, user_id: str | None, agent_name: str | None = None) -> int:
+        """Drop queued (not in-flight) writes of one agent, or all agents; return how many."""
+        return 0
+
+    def close(self) -> None:
+        """Release clients, files and threads. Called once, after `shutdown_flush`."""
+
+    @classmethod
+    def read_failures_are_fatal_for_config(cls, backend_config: Mapping[str, Any] | None) -> bool:
+        """Whether a failed read must end the turn. Pure: no I/O, no construction."""
+        policy = (backend_config or {}).get("failure_policy")
+        return isinstance(policy, Mapping) and policy.get("read") == "fail_closed"
+
+    def _unsupported(self, operation: str) -> MemoryUnsupportedError:
+        return MemoryUnsupportedError(type(self).__name__, operation)
+
+    # -- async twins: the sync method in a worker thread ---------------------------------------
+
+    async def aadd(
+        self,
+        thread_id: str,
+        messages: list[Any],
+        *,
+        agent_name: str | None = None,
+        user_id: str | None = None,
+        trace_id: str | None = None,
+    ) -> None:
+        await asyncio.to_thread(
+            self.add, thread_id, messages, agent_name=agent_name, user_id=user_id, trace_id=trace_id
+        )
+
+    async def aadd_nowait(
+        self,
+        thread_id: str,
+        messages: list[Any],
+        *,
+        agent_name: str | None = None,
+        user_id: str | None = None,
+    ) -> None:
+        await asyncio.to_thread(
+            self.add_nowait, thread_id, messages, agent_name=agent_name, user_id=user_id
+        )
+
+    async def aget_context(
+        self,
+        user_id: str | None,
+        *,
+        agent_name: str | None = None,
+        thread_id: str | None = None,
+        query: str | None = None,
+    ) -> str:
+        return await asyncio.to_thread(
+            self.get_context, user_id, agent_name=agent_name, thread_id=thread_id, query=query
+        )
+
+    async def asearch(
+        self,
+        query: str,
+        top_k: int = 5,
+        *,
+        user_id: str | None = None,
+        agent_name: str | None = None,
+        category: str | None = None,
+    ) -> list[dict[str, Any]]:
+        return await asyncio.to_thread(
+            self.search, query, top_k, user_id=user_id, agent_name=agent_name, category=category
+        )
+
+    async def aget_memory(
+        self, *, user_id: str | None = None, agent_name: str | None = None
+    ) -> dict[str, Any]:
+        return await asyncio.to_thread(self.get_memory, user_id=user_id, agent_name=agent_name)
+
+    async def areload_memory(
+        self, *, user_id: str | None = None, agent_name: str | None = None
+    ) -> dict[str, Any]:
+        return await asyncio.to_thread(self.reload_memory, user_id=user_id, agent_name=agent_name)
+
+    async def aclear_memory(
+        self, *, user_id: str | None = None, agent_name: str | None = None
+    ) -> dict[str, Any]:
+        return await asyncio.to_thread(self.clear_memory, user_id=user_id, agent_name=agent_name)
+
+    async def aimport_memory(
+        self, data: dict[str, Any], *, user_id: str | None = None, agent_name: str | None = None
+    ) -> dict[str, Any]:
+        return await asyncio.to_thread(
+            self.import_memory, data, user_id=user_id, agent_name=agent_name
+        )
+
+    async def aexport_memory(
+        self, *, user_id: str | None = None, agent_name: str | None = None
+    ) -> dict[str, Any]:
+        return await asyncio.to_thread(self.export_memory, user_id=user_id, agent_name=agent_name)
+
+    async def acreate_fact(
+        self,
+        content: str,
+        category: str = "context",
+        confidence: float = 0.5,
+        *,
+        user_id: str | None = None,
+        agent_name: str | None = None,
+    ) -> tuple[dict[str, Any], str | None]:
+        return await asyncio.to_thread(
+            self.create_fact, content, category, confidence, user_id=user_id, agent_name=agent_name
+        )
+
+    async def aupdate_fact(
+        self,
+        fact_id: str,
+        content: str | None = None,
+        category: str | None = None,
+        confidence: float | None = None,
+        *,
+        user_id: str | None = None,
+        agent_name: str | None = None,
+    ) -> dict[str, Any]:
+        return await asyncio.to_thread(
+            self.update_fact,
+            fact_id,
+            content,
+            category,
+            confidence,
+            user_id=user_id,
+            agent_name=agent_name,
+        )
+
+    async def adelete_fact(
+        self, fact_id: str, *, user_id: str | None = None, agent_name: str | None = None
+    ) -> dict[str, Any]:
+        return await asyncio.to_thread(
+            self.delete_fact, fact_id, user_id=user_id, agent_name=agent_name
+        )
+
+    async def aget_history(
+        self, *, user_id: str | None = None, agent_name: str | None = None, limit: int = 100
+    ) -> list[dict[str, Any]]:
+        return await asyncio.to_thread(
+            self.get_history, user_id=user_id, agent_name=agent_name, limit=limit
+        )
+
+    async def arevert_change(self, change_id: str, *, user_id: str | None = None) -> dict[str, Any]:
+        return await asyncio.to_thread(self.revert_change, change_id, user_id=user_id)
+
+    async def ashutdown_flush(self, timeout: float) -> bool:
+        return await asyncio.to_thread(self.shutdown_flush, timeout)
+
+    async def awarm(self) -> bool | None:
+        return await asyncio.to_thread(self.warm)
+
+    async def acancel_pending(self, *, user_id: str | None, agent_name: str | None = None) -> int:
+        return await asyncio.to_thread(self.cancel_pending, user_id=user_id, agent_name=agent_name)
+
+    async def aclose(self) -> None:
+        await asyncio.to_thread(self.close)
+
+
+def overrides(cls: type[MemoryManager], method: str) -> bool:
+    """Whether `cls` provides its own `method` instead of the contract's default."""
+    return getattr(cls, method) is not getattr(MemoryManager, method)
+
+
+def check_contract(cls: type[MemoryManager], mode: str) -> None:
+    """Raise `ValueError` when the class flags disagree with the implementation or the mode."""
+    name = cls.__name__
+    has_search = overrides(cls, "search")
+    if cls.supports_search and not has_search:
+        raise ValueError(
+            f"{name} sets supports_search = True but does not override search(): implement "
+            f"search() or set supports_search = False."
+        )
+    if has_search and not cls.supports_search:
+        raise ValueError(
+            f"{name} overrides search() but leaves supports_search = False: set "
+            f"supports_search = True on {name}."
+        )
+    if mode == "tool" and not has_search:
+        raise ValueError(
+            f"memory.mode 'tool' needs a backend that implements search(), and {name} does not: "
+            f"use mode 'middleware' or a backend with search()."
+        )

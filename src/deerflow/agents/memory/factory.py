@@ -1,0 +1,160 @@
+"""Resolve `memory.manager_class`, build the backend, and keep one manager per process."""
+
+from __future__ import annotations
+
+import importlib
+import logging
+import pkgutil
+import threading
+from pathlib import Path
+from typing import Any, TypeGuard
+
+from deerflow.agents.memory import backends
+from deerflow.agents.memory.base import MemoryManager
+from deerflow.agents.memory.hooks import HostHooks, default_host_hooks
+from deerflow.config.loader import load_config, runtime_home
+from deerflow.config.schema import AppConfig, MemoryConfig
+from deerflow.importing import import_object, looks_like_object_path
+
+__all__ = [
+    "available_backends",
+    "build_memory_manager",
+    "get_memory_manager",
+    "memory_read_failures_are_fatal",
+    "reset_memory_manager",
+    "resolve_manager_class",
+    "resolve_storage_path",
+]
+
+logger = logging.getLogger(__name__)
+
+_manager: MemoryManager | None = None
+_manager_lock = threading.Lock()
+
+
+def available_backends() -> list[str]:
+    """Names of the backend folders under `deerflow/agents/memory/backends/`, sorted.
+
+    Folders are listed without importing them, so a broken or uninstalled optional backend never
+    hides the others.
+    """
+    return sorted(
+        info.name
+        for info in pkgutil.iter_modules(backends.__path__)
+        if info.ispkg and not info.name.startswith(("_", "."))
+    )
+
+
+def resolve_manager_class(manager_class: str) -> type[MemoryManager]:
+    """Return the backend class that `manager_class` names: a folder name, else a dotted path.
+
+    Raises:
+        ValueError: the value names nothing usable; the message lists the known names, gives
+            the import detail and says that it refuses to fall back to another backend.
+    """
+    known = available_backends()
+    if manager_class in known:
+        module_name = f"{backends.__name__}.{manager_class}"
+        try:
+            module = importlib.import_module(module_name)
+        except Exception as exc:
+            detail = (
+                f"backend folder {manager_class!r} failed to import: {type(exc).__name__}: {exc}"
+            )
+        else:
+            candidate = getattr(module, "MANAGER_CLASS", None)
+            if _is_manager_class(candidate):
+                return candidate
+            detail = f"{module_name}.MANAGER_CLASS is {candidate!r}, not a MemoryManager subclass"
+    elif looks_like_object_path(manager_class):
+        try:
+            candidate = import_object(manager_class)
+        except ImportError as exc:
+            detail = str(exc)
+        else:
+            if _is_manager_class(candidate):
+                return candidate
+            detail = f"{candidate!r} is not a MemoryManager subclass"
+    else:
+        detail = "no backend folder has that name and it is not a dotted path"
+    raise ValueError(
+        f"memory.manager_class={manager_class!r} is neither a built-in backend "
+        f"(known: {', '.join(known)}) nor a loadable 'pkg.mod:Cls' MemoryManager class: {detail}. "
+        f"Refusing to fall back to another backend, because memory is persistent state."
+    )
+
+
+def _is_manager_class(candidate: object) -> TypeGuard[type[MemoryManager]]:
+    return isinstance(candidate, type) and issubclass(candidate, MemoryManager)
+
+
+def resolve_storage_path(backend_config: dict[str, Any], home: Path) -> dict[str, Any]:
+    """Copy `backend_config` with an absolute `storage_path`: empty → home, relative → under it.
+
+    Raises:
+        ValueError: `storage_path` names an existing file.
+    """
+    raw = backend_config.get("storage_path") or ""
+    if not isinstance(raw, str | Path):
+        raise ValueError(f"memory.backend_config.storage_path: must be a path, got {raw!r}")
+    path = Path(raw).expanduser() if raw else home
+    path = (path if path.is_absolute() else home / path).resolve()
+    if path.exists() and not path.is_dir():
+        raise ValueError(
+            f"memory.backend_config.storage_path: {str(path)!r} is a file, not a directory"
+        )
+    return {**backend_config, "storage_path": str(path)}
+
+
+def build_memory_manager(
+    memory: MemoryConfig, *, home: Path | None = None, host_hooks: HostHooks | None = None
+) -> MemoryManager:
+    """Resolve the configured backend and construct it through its `from_config`.
+
+    Raises:
+        ValueError: an unusable `manager_class` or `storage_path`, or the backend refused its
+            configuration (including `mode: tool` for a backend without `search()`).
+    """
+    cls = resolve_manager_class(memory.manager_class)
+    backend_config = resolve_storage_path(memory.backend_config, home or runtime_home())
+    manager = cls.from_config(backend_config, mode=memory.mode, **(host_hooks or {}))
+    logger.info("memory backend %s built (mode %s)", cls.__name__, memory.mode)
+    return manager
+
+
+def get_memory_manager(config: AppConfig | None = None) -> MemoryManager:
+    """The process's memory manager, built on first use (thread-safe).
+
+    `config` matters only on the first call; later calls return the same manager until
+    `reset_memory_manager()`. Without `config`, `config.yaml` is loaded.
+    """
+    global _manager
+    if _manager is None:
+        with _manager_lock:
+            if _manager is None:
+                app_config = config or load_config()
+                _manager = build_memory_manager(
+                    app_config.memory, host_hooks=default_host_hooks(app_config)
+                )
+    return _manager
+
+
+def reset_memory_manager() -> None:
+    """Drop the process's manager after closing it; the next `get_memory_manager()` builds anew."""
+    global _manager
+    with _manager_lock:
+        manager, _manager = _manager, None
+    if manager is not None:
+        manager.close()
+
+
+def memory_read_failures_are_fatal(memory: MemoryConfig) -> bool:
+    """Whether a failed memory read must end the turn, asked of the backend class, not an instance.
+
+    A class that cannot be resolved counts as fatal: its reads cannot succeed either.
+    """
+    try:
+        cls = resolve_manager_class(memory.manager_class)
+    except ValueError:
+        return True
+    return cls.read_failures_are_fatal_for_config(memory.backend_config)

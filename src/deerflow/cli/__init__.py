@@ -1,0 +1,1 @@
+"""The `deerflow` command line."""

@@ -1,0 +1,41 @@
+"""The `deerflow` command: one sub-command group per area, each a thin skin over the library."""
+
+from __future__ import annotations
+
+import logging
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.logging import RichHandler
+
+from deerflow.cli import config_cmd, demo_cmd
+from deerflow.redaction import RedactingFilter
+
+app = typer.Typer(
+    name="deerflow",
+    help="DeerFlow Memory: persistent, structured memory for LangChain agents.",
+    no_args_is_help=True,
+    add_completion=False,
+)
+app.add_typer(config_cmd.app, name="config")
+app.command(name="demo")(demo_cmd.demo)
+
+
+@app.callback()
+def _main(
+    verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Log debug detail.")] = False,
+) -> None:
+    configure_logging(logging.DEBUG if verbose else logging.WARNING)
+
+
+def configure_logging(level: int) -> None:
+    """Log to stderr through Rich, with credentials masked in every record."""
+    handler = RichHandler(console=Console(stderr=True), show_path=False, rich_tracebacks=False)
+    handler.addFilter(RedactingFilter())
+    logging.basicConfig(level=level, format="%(message)s", handlers=[handler], force=True)
+
+
+def main() -> None:
+    """Entry point of the `deerflow` console script."""
+    app()

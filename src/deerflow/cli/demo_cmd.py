@@ -1,0 +1,77 @@
+"""`deerflow demo`: a short, scripted tour of the memory contract through the configured backend."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import typer
+from rich.console import Console
+from rich.panel import Panel
+from rich.table import Table
+
+from deerflow.agents.memory.manager import (
+    MemoryManager,
+    MemoryUnsupportedError,
+    build_memory_manager,
+    default_host_hooks,
+)
+from deerflow.cli.options import ConfigOption
+from deerflow.config import load_config
+
+DEMO_USER = "demo-user"
+DEMO_FACTS = (
+    ("Prefers pnpm over npm for JavaScript projects", "preference", 0.9),
+    ("Works as a data engineer on a Kafka pipeline", "context", 0.8),
+    ("Use uv, not pip, in this user's Python projects", "correction", 0.95),
+)
+
+
+def demo(config: ConfigOption = None) -> None:
+    """Store a few facts for a demo user, search them, and show what an agent would be given."""
+    console = Console()
+    app_config = load_config(config)
+    manager = build_memory_manager(app_config.memory, host_hooks=default_host_hooks(app_config))
+    console.print(
+        Panel.fit(
+            f"backend [bold]{type(manager).__name__}[/] "
+            f"({app_config.memory.manager_class}), storage "
+            f"{manager.backend_config.get('storage_path')}",
+            title="DeerFlow Memory demo",
+        )
+    )
+    try:
+        run_tour(manager, console)
+    except MemoryUnsupportedError as exc:
+        console.print(f"[yellow]{exc}[/] The tour stops here for this backend.")
+        raise typer.Exit(1) from None
+    finally:
+        manager.shutdown_flush(app_config.memory.shutdown_flush_timeout_seconds)
+        manager.close()
+
+
+def run_tour(manager: MemoryManager, console: Console) -> None:
+    """The demo's steps, in the order a person would try them."""
+    manager.clear_memory(user_id=DEMO_USER)
+    console.rule("1. The agent learns three facts about the user")
+    for content, category, confidence in DEMO_FACTS:
+        _, fact_id = manager.create_fact(content, category, confidence, user_id=DEMO_USER)
+        console.print(f"stored {fact_id}: [{category}] {content}")
+
+    console.rule("2. A later conversation asks about package managers")
+    results = manager.search("which package manager", top_k=3, user_id=DEMO_USER)
+    console.print(_facts_table(results))
+
+    console.rule("3. What the next conversation starts with (injected into the system prompt)")
+    context = manager.get_context(DEMO_USER, query="set up a new JavaScript project")
+    console.print(Panel(context or "(nothing)", title="<memory>"))
+
+    console.rule("4. Another user sees none of it")
+    other = manager.get_context("someone-else")
+    console.print(other or "(nothing remembered for someone-else)")
+
+
+def _facts_table(facts: list[dict[str, Any]]) -> Table:
+    table = Table("id", "category", "confidence", "content")
+    for fact in facts:
+        table.add_row(fact["id"], fact["category"], f"{fact['confidence']:.2f}", fact["content"])
+    return table

@@ -1,0 +1,19 @@
+"""The `config.yaml` of DeerFlow: schema, loading, interpolation and the runtime home."""
+
+from deerflow.config.loader import (
+    ConfigError,
+    load_config,
+    resolve_config_path,
+    runtime_home,
+)
+from deerflow.config.schema import AppConfig, MemoryConfig, ModelConfig
+
+__all__ = [
+    "AppConfig",
+    "ConfigError",
+    "MemoryConfig",
+    "ModelConfig",
+    "load_config",
+    "resolve_config_path",
+    "runtime_home",
+]

@@ -1,0 +1,138 @@
+"""Load `config.yaml`: find it, interpolate `$VAR`, validate, warn about unknown keys."""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+import threading
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from deerflow.config.schema import AppConfig, ConfigSection
+from deerflow.validation import dotted_path, parse_model
+
+__all__ = ["ConfigError", "load_config", "resolve_config_path", "runtime_home"]
+
+logger = logging.getLogger(__name__)
+
+CONFIG_ENV = "DEER_FLOW_CONFIG"
+HOME_ENV = "DEER_FLOW_HOME"
+DEFAULT_CONFIG = Path("config.yaml")
+DEFAULT_HOME = Path(".deer-flow")
+
+# `$$` is a literal dollar; `${NAME}` and `$NAME` read the environment.
+_VARIABLE = re.compile(r"\$\$|\$\{([A-Za-z_][A-Za-z0-9_]*)\}|\$([A-Za-z_][A-Za-z0-9_]*)")
+
+_warned_keys: set[str] = set()
+_warned_lock = threading.Lock()
+
+
+class ConfigError(ValueError):
+    """The configuration cannot be used; the message names the file and the dotted key."""
+
+
+def resolve_config_path(
+    path: str | os.PathLike[str] | None = None, environ: Mapping[str, str] | None = None
+) -> tuple[Path, bool]:
+    """Return the config path and whether it was asked for explicitly (flag or environment)."""
+    env = os.environ if environ is None else environ
+    if path is not None:
+        return Path(path), True
+    if env.get(CONFIG_ENV):
+        return Path(env[CONFIG_ENV]), True
+    return DEFAULT_CONFIG, False
+
+
+def runtime_home(environ: Mapping[str, str] | None = None) -> Path:
+    """The data root: `$DEER_FLOW_HOME`, else `./.deer-flow`, as an absolute path."""
+    env = os.environ if environ is None else environ
+    return Path(env.get(HOME_ENV) or DEFAULT_HOME).expanduser().resolve()
+
+
+def load_config(
+    path: str | os.PathLike[str] | None = None, environ: Mapping[str, str] | None = None
+) -> AppConfig:
+    """Read, interpolate and validate the configuration.
+
+    A missing `./config.yaml` means defaults; a file named by `--config` or `$DEER_FLOW_CONFIG`
+    must exist.
+
+    Raises:
+        ConfigError: unreadable YAML, an unset `$VAR`, or an invalid value; the message names
+            the file and the dotted key.
+    """
+    env = os.environ if environ is None else environ
+    config_path, explicit = resolve_config_path(path, env)
+    if not config_path.exists():
+        if explicit:
+            raise ConfigError(f"{config_path}: config file not found")
+        return AppConfig()
+    try:
+        raw = yaml.safe_load(config_path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"{config_path}: cannot read: {exc}") from exc
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"{config_path}: not valid YAML: {exc}") from exc
+    return parse_config(raw, env, source=str(config_path))
+
+
+def parse_config(raw: Any, environ: Mapping[str, str], *, source: str = "config") -> AppConfig:
+    """Validate an already parsed YAML document (None means an empty file)."""
+    if raw is None:
+        raw = {}
+    if not isinstance(raw, dict):
+        raise ConfigError(f"{source}: the top level must be a mapping, got {type(raw).__name__}")
+    try:
+        config = parse_model(AppConfig, interpolate(raw, environ), "")
+    except ValueError as exc:
+        raise ConfigError(f"{source}: {exc}") from None
+    warn_unknown_keys(config)
+    return config
+
+
+def interpolate(value: Any, environ: Mapping[str, str], key: str = "") -> Any:
+    """Replace `$NAME` / `${NAME}` in every string value (not in keys).
+
+    Raises:
+        ValueError: a referenced variable is unset; the message names the dotted key.
+    """
+    if isinstance(value, dict):
+        return {k: interpolate(v, environ, dotted_path(key, (str(k),))) for k, v in value.items()}
+    if isinstance(value, list):
+        return [interpolate(v, environ, dotted_path(key, (i,))) for i, v in enumerate(value)]
+    if not isinstance(value, str):
+        return value
+
+    def substitute(match: re.Match[str]) -> str:
+        name = match.group(1) or match.group(2)
+        if name is None:
+            return "$"
+        if name not in environ:
+            raise ConfigError(f"{key}: environment variable {name} is not set")
+        return environ[name]
+
+    return _VARIABLE.sub(substitute, value)
+
+
+def unknown_keys(section: ConfigSection, prefix: str = "") -> list[str]:
+    """Dotted paths of keys that no section of the schema knows."""
+    found = [dotted_path(prefix, (key,)) for key in section.model_extra or {}]
+    for name in type(section).model_fields:
+        child = getattr(section, name)
+        if isinstance(child, ConfigSection):
+            found.extend(unknown_keys(child, dotted_path(prefix, (name,))))
+    return found
+
+
+def warn_unknown_keys(config: AppConfig) -> None:
+    """Log each unknown key once per process: a likely typo, never fatal."""
+    for key in unknown_keys(config):
+        with _warned_lock:
+            if key in _warned_keys:
+                continue
+            _warned_keys.add(key)
+        logger.warning("config.yaml: unknown key %r is ignored (a typo?)", key)

@@ -1,0 +1,77 @@
+"""Secret redaction for everything that shows configuration: CLI output, API answers, logs."""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections.abc import Mapping
+from typing import Any, Final
+
+__all__ = ["REDACTED", "RedactingFilter", "is_secret_key", "redact", "redact_text"]
+
+REDACTED: Final = "***"
+
+# Compared with the end of the normalised key, so `api_key` and `openai_api_key` are secret while
+# `max_tokens` or `guaranteed_token_budget` are not. `*_env` keys hold a variable's name.
+_SECRET_SUFFIXES: Final = (
+    "apikey",
+    "api_key",
+    "token",
+    "password",
+    "passwd",
+    "secret",
+    "secret_key",
+    "private_key",
+    "access_key",
+    "credential",
+    "credentials",
+    "authorization",
+    "cookie",
+)
+_CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
+# Credentials embedded in values: provider keys and passwords inside URLs.
+_SECRET_VALUE = re.compile(
+    r"\b(?:sk|pk|rk)-[A-Za-z0-9_\-]{12,}|\bgh[pousr]_[A-Za-z0-9]{20,}|\bxox[abpr]-[A-Za-z0-9\-]{10,}"
+)
+_URL_PASSWORD = re.compile(r"(?P<head>[a-z][a-z0-9+.\-]*://[^:/@\s]+:)(?P<password>[^@\s]+)(?=@)")
+
+
+def is_secret_key(key: str) -> bool:
+    """Whether a configuration key looks like it holds a secret."""
+    normalised = _CAMEL.sub("_", key).lower().replace("-", "_")
+    if normalised.endswith("_env"):
+        return False
+    return any(
+        normalised == suffix or normalised.endswith("_" + suffix) for suffix in _SECRET_SUFFIXES
+    )
+
+
+def redact_text(text: str) -> str:
+    """Mask credentials that appear inside free text (keys, passwords in URLs)."""
+    text = _URL_PASSWORD.sub(lambda m: m.group("head") + REDACTED, text)
+    return _SECRET_VALUE.sub(REDACTED, text)
+
+
+def redact(value: Any) -> Any:
+    """A deep copy of `value` with secret-looking keys and embedded credentials masked."""
+    if isinstance(value, Mapping):
+        return {
+            key: REDACTED if is_secret_key(str(key)) and item not in (None, "") else redact(item)
+            for key, item in value.items()
+        }
+    if isinstance(value, list | tuple):
+        return [redact(item) for item in value]
+    if isinstance(value, str):
+        return redact_text(value)
+    return value
+
+
+class RedactingFilter(logging.Filter):
+    """A logging filter that masks credentials in every record's final message."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        message = record.getMessage()
+        redacted = redact_text(message)
+        if redacted != message:
+            record.msg, record.args = redacted, None
+        return True

@@ -1,0 +1,21 @@
+"""Shared fixtures: every test gets its own runtime home and no config from the environment."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from deerflow.agents.memory.factory import reset_memory_manager
+
+
+@pytest.fixture(autouse=True)
+def isolated_environment(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    """Run in an empty directory with DEER_FLOW_HOME under tmp_path and no stray config."""
+    home = tmp_path / "home"
+    monkeypatch.setenv("DEER_FLOW_HOME", str(home))
+    monkeypatch.delenv("DEER_FLOW_CONFIG", raising=False)
+    monkeypatch.chdir(tmp_path)
+    yield home
+    reset_memory_manager()

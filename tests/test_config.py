@@ -1,0 +1,161 @@
+"""config.yaml: discovery, interpolation, validation with dotted keys, typo warnings, the home."""
+
+from __future__ import annotations
+
+import logging
+import re
+from pathlib import Path
+
+import pytest
+import yaml
+
+from deerflow.config import ConfigError, MemoryConfig, load_config, runtime_home
+from deerflow.config import loader as config_loader
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+
+
+def write(path: Path, text: str) -> Path:
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def test_missing_default_file_means_defaults() -> None:
+    config = load_config()
+    assert config.models == []
+    assert config.memory == MemoryConfig()
+    assert config.memory.manager_class == "deermem"
+    assert config.memory.shutdown_flush_timeout_seconds == 30
+
+
+@pytest.mark.parametrize("how", ["flag", "env"])
+def test_explicitly_named_file_must_exist(how: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    if how == "env":
+        monkeypatch.setenv("DEER_FLOW_CONFIG", "nowhere.yaml")
+    with pytest.raises(ConfigError, match=r"nowhere\.yaml: config file not found"):
+        load_config("nowhere.yaml" if how == "flag" else None)
+
+
+def test_config_path_comes_from_environment(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = write(tmp_path / "elsewhere.yaml", "memory:\n  mode: tool\n")
+    write(tmp_path / "config.yaml", "memory:\n  mode: middleware\n")
+    monkeypatch.setenv("DEER_FLOW_CONFIG", str(path))
+    assert load_config().memory.mode == "tool"
+
+
+def test_both_variable_spellings_and_escaped_dollar_are_interpolated(tmp_path: Path) -> None:
+    path = write(
+        tmp_path / "config.yaml",
+        """
+models:
+  - name: main
+    use: pkg.mod:Model
+    api_key: $KEY
+    base_url: "https://${HOST}/v1"
+    note: "costs $$5"
+memory:
+  manager_class: ${BACKEND}
+""",
+    )
+    env = {"KEY": "k-123", "HOST": "llm.internal", "BACKEND": "noop"}
+    config = load_config(path, environ=env)
+    model = config.models[0].constructor_kwargs()
+    assert model == {"api_key": "k-123", "base_url": "https://llm.internal/v1", "note": "costs $5"}
+    assert config.memory.manager_class == "noop"
+
+
+def test_unset_variable_names_the_key(tmp_path: Path) -> None:
+    path = write(
+        tmp_path / "config.yaml",
+        "memory:\n  backend_config:\n    model:\n      api_key: ${MISSING_KEY}\n",
+    )
+    with pytest.raises(ConfigError) as info:
+        load_config(path, environ={})
+    assert (
+        "memory.backend_config.model.api_key: environment variable MISSING_KEY is not set"
+        in str(info.value)
+    )
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("memory:\n  mode: tools\n", r"memory\.mode: Input should be 'middleware' or 'tool'"),
+        (
+            "memory:\n  shutdown_flush_timeout_seconds: -1\n",
+            r"memory\.shutdown_flush_timeout_seconds:",
+        ),
+        ("memory:\n  enabled: perhaps\n", r"memory\.enabled:"),
+        ("memory:\n  backend_config: [1, 2]\n", r"memory\.backend_config:"),
+        ("models:\n  - name: a\n    use: nothing\n", r"models\[0\]\.use: must be a class path"),
+        ("models:\n  - use: a:B\n", r"models\[0\]\.name: Field required"),
+        (
+            "models:\n  - {name: a, use: 'x:Y'}\n  - {name: a, use: 'x:Z'}\n",
+            r"models: .*repeated: a",
+        ),
+        ("memory: 3\n", r"memory: Input should be a valid dictionary"),
+        ("- just\n- a list\n", r"top level must be a mapping"),
+        ("memory: [unclosed\n", r"not valid YAML"),
+    ],
+)
+def test_invalid_values_fail_with_the_dotted_key(tmp_path: Path, text: str, expected: str) -> None:
+    path = write(tmp_path / "config.yaml", text)
+    with pytest.raises(ConfigError, match=expected) as info:
+        load_config(path)
+    assert str(path) in str(info.value)
+
+
+def test_the_rejected_value_is_shown(tmp_path: Path) -> None:
+    path = write(tmp_path / "config.yaml", "memory:\n  mode: tools\n")
+    with pytest.raises(ConfigError, match=r"\(got 'tools'\)"):
+        load_config(path)
+
+
+def test_unknown_keys_warn_once_and_do_not_fail(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(config_loader, "_warned_keys", set())
+    path = write(
+        tmp_path / "config.yaml",
+        "memroy: {}\nmemory:\n  injection_enabledd: false\n  backend_config: {anything: 1}\n",
+    )
+    with caplog.at_level(logging.WARNING, logger="deerflow.config.loader"):
+        config = load_config(path)
+        load_config(path)
+    warnings = [r.getMessage() for r in caplog.records]
+    assert sum("'memroy'" in w for w in warnings) == 1
+    assert sum("'memory.injection_enabledd'" in w for w in warnings) == 1
+    assert not any("anything" in w for w in warnings), "backend_config belongs to the backend"
+    assert config.memory.injection_enabled is True
+
+
+def test_model_keys_beyond_name_and_use_are_constructor_arguments(tmp_path: Path) -> None:
+    path = write(
+        tmp_path / "config.yaml",
+        "models:\n  - {name: a, use: 'x:Y', model: m, temperature: 0.2}\n",
+    )
+    config = load_config(path)
+    assert config.models[0].constructor_kwargs() == {"model": "m", "temperature": 0.2}
+    assert config.default_model() is config.models[0]
+
+
+def test_runtime_home_defaults_to_dot_deer_flow_in_the_working_directory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("DEER_FLOW_HOME")
+    assert runtime_home() == (tmp_path / ".deer-flow").resolve()
+    monkeypatch.setenv("DEER_FLOW_HOME", "relative/home")
+    assert runtime_home() == (tmp_path / "relative" / "home").resolve()
+
+
+def test_example_config_is_valid_and_documents_every_memory_key() -> None:
+    example = REPO_ROOT / "config.example.yaml"
+    config = load_config(example, environ={"OPENAI_API_KEY": "sk-test"})
+    assert config.memory == MemoryConfig(backend_config={"storage_path": ""})
+    memory_block = yaml.safe_load(example.read_text())["memory"]
+    assert set(memory_block) == set(MemoryConfig.model_fields)
+    model_block = yaml.safe_load(example.read_text())["models"][0]
+    assert {"name", "use"} <= set(model_block)
+    assert re.search(r"\$NAME or \$\{NAME\}", example.read_text())

@@ -1,0 +1,110 @@
+"""The worked example of docs/backends.md, executed: it loads both ways and works as documented."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+from langchain_core.messages import AIMessage, HumanMessage
+
+from deerflow.agents.memory.manager import (
+    MemoryManager,
+    MemoryUnsupportedError,
+    build_memory_manager,
+)
+from deerflow.config import MemoryConfig
+from tests.backend_fixtures import add_backend_folder, add_module
+
+DOC = Path(__file__).resolve().parents[1] / "docs" / "backends.md"
+CLASS_NAME = "JsonlNotesMemoryManager"
+
+
+def worked_example() -> str:
+    text = DOC.read_text(encoding="utf-8")
+    match = re.search(
+        r"<!-- worked-example:start -->\n```python\n(.*?)```\n<!-- worked-example:end -->",
+        text,
+        re.S,
+    )
+    assert match, "docs/backends.md lost its worked example markers"
+    return match.group(1)
+
+
+@pytest.fixture(params=["folder", "colon path", "dotted path"])
+def manager(
+    request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> MemoryManager:
+    source = worked_example()
+    if request.param == "folder":
+        add_backend_folder(monkeypatch, tmp_path, "jsonl_notes", source)
+        manager_class = "jsonl_notes"
+    else:
+        add_module(monkeypatch, tmp_path, "my_notes", source)
+        sep = ":" if request.param == "colon path" else "."
+        manager_class = f"my_notes{sep}{CLASS_NAME}"
+    memory = MemoryConfig(manager_class=manager_class, backend_config={"max_context_chars": 60})
+    return build_memory_manager(memory, home=tmp_path / "home")
+
+
+def test_example_loads_and_remembers_per_user(manager: MemoryManager, tmp_path: Path) -> None:
+    assert type(manager).__name__ == CLASS_NAME
+    assert manager.backend_config["storage_path"] == str((tmp_path / "home").resolve())
+    manager.add("t1", [HumanMessage("I use pnpm"), AIMessage("Noted.")], user_id="alice")
+    manager.add("t2", [{"role": "user", "content": "My cat is called Miso"}], user_id="alice")
+    context = manager.get_context("alice")
+    assert context == "Things the user said:\n- I use pnpm\n- My cat is called Miso"
+    assert manager.get_context("bob") == ""
+    assert (tmp_path / "home" / "jsonl-notes" / "alice.jsonl").exists()
+
+
+def test_example_budget_keeps_the_newest_lines(manager: MemoryManager) -> None:
+    for i in range(10):
+        manager.add("t", [HumanMessage(f"message number {i}")], user_id="carol")
+    context = manager.get_context("carol")
+    assert context.endswith("- message number 9")
+    assert "message number 0" not in context
+    assert len(context.split("\n", 1)[1]) <= 60
+
+
+OPTIONAL_CALLS: dict[str, tuple[tuple[Any, ...], dict[str, Any]]] = {
+    "search": (("pnpm",), {}),
+    "get_memory": ((), {}),
+    "reload_memory": ((), {}),
+    "clear_memory": ((), {}),
+    "import_memory": (({"facts": []},), {}),
+    "export_memory": ((), {}),
+    "create_fact": (("likes tea",), {}),
+    "update_fact": (("fact_1",), {"content": "x"}),
+    "delete_fact": (("fact_1",), {}),
+    "get_history": ((), {}),
+    "revert_change": (("change_1",), {}),
+}
+
+
+@pytest.mark.parametrize("operation", sorted(OPTIONAL_CALLS))
+def test_every_optional_operation_is_unsupported_by_name(
+    manager: MemoryManager, operation: str
+) -> None:
+    args, kwargs = OPTIONAL_CALLS[operation]
+    with pytest.raises(MemoryUnsupportedError) as sync_info:
+        getattr(manager, operation)(*args, **kwargs)
+    with pytest.raises(MemoryUnsupportedError) as async_info:
+        asyncio.run(getattr(manager, "a" + operation)(*args, **kwargs))
+    for info in (sync_info, async_info):
+        assert str(info.value) == f"Memory backend '{CLASS_NAME}' does not support '{operation}'."
+        assert isinstance(info.value, NotImplementedError)
+        assert (info.value.backend, info.value.operation) == (CLASS_NAME, operation)
+
+
+def test_example_rejects_unknown_keys_with_the_dotted_path(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    add_module(monkeypatch, tmp_path, "my_notes", worked_example())
+    memory = MemoryConfig(
+        manager_class=f"my_notes:{CLASS_NAME}", backend_config={"max_context_char": 10}
+    )
+    with pytest.raises(ValueError, match=r"memory\.backend_config\.max_context_char: Extra inputs"):
+        build_memory_manager(memory, home=tmp_path)
