@@ -10,6 +10,7 @@ import pytest
 from pydantic import BaseModel, ConfigDict
 
 from deerflow.agents.memory import manager as manager_module
+from deerflow.agents.memory.base import overrides
 from deerflow.agents.memory.manager import (
     DuplicateFactError,
     FactEvictedError,
@@ -243,3 +244,11 @@ def test_public_names_of_the_manager_module() -> None:
     }  # fmt: skip
     assert set(manager_module.__all__) == expected
     assert all(hasattr(manager_module, name) for name in expected)
+
+
+def test_overrides_sees_classmethods_and_instance_methods() -> None:
+    assert not overrides(MemoryManager, "from_config")
+    assert overrides(Minimal, "from_config")
+    assert overrides(Searching, "search")
+    assert not overrides(Minimal, "search")
+    assert not overrides(Minimal, "read_failures_are_fatal_for_config")

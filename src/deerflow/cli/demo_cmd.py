@@ -6,6 +6,7 @@ from typing import Any
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.panel import Panel
 from rich.table import Table
 
@@ -55,15 +56,15 @@ def run_tour(manager: MemoryManager, console: Console) -> None:
     console.rule("1. The agent learns three facts about the user")
     for content, category, confidence in DEMO_FACTS:
         _, fact_id = manager.create_fact(content, category, confidence, user_id=DEMO_USER)
-        console.print(f"stored {fact_id}: [{category}] {content}")
+        console.print(escape(f"stored {fact_id}: [{category}] {content}"))
 
-    console.rule("2. A later conversation asks about package managers")
-    results = manager.search("which package manager", top_k=3, user_id=DEMO_USER)
+    console.rule("2. A later conversation searches for what matters to it")
+    results = manager.search("JavaScript projects", top_k=3, user_id=DEMO_USER)
     console.print(_facts_table(results))
 
     console.rule("3. What the next conversation starts with (injected into the system prompt)")
     context = manager.get_context(DEMO_USER, query="set up a new JavaScript project")
-    console.print(Panel(context or "(nothing)", title="<memory>"))
+    console.print(Panel(escape(context or "(nothing)"), title="<memory>"))
 
     console.rule("4. Another user sees none of it")
     other = manager.get_context("someone-else")
@@ -73,5 +74,6 @@ def run_tour(manager: MemoryManager, console: Console) -> None:
 def _facts_table(facts: list[dict[str, Any]]) -> Table:
     table = Table("id", "category", "confidence", "content")
     for fact in facts:
-        table.add_row(fact["id"], fact["category"], f"{fact['confidence']:.2f}", fact["content"])
+        confidence = f"{fact['confidence']:.2f}"
+        table.add_row(fact["id"], fact["category"], confidence, escape(fact["content"]))
     return table

@@ -10,6 +10,7 @@ never blocked by a backend that does blocking I/O.
 from __future__ import annotations
 
 import asyncio
+import inspect
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
 from typing import Any, ClassVar, Literal, Self, TypeVar
@@ -399,7 +400,8 @@ class MemoryManager(BaseModel, ABC):
 
 def overrides(cls: type[MemoryManager], method: str) -> bool:
     """Whether `cls` provides its own `method` instead of the contract's default."""
-    return getattr(cls, method) is not getattr(MemoryManager, method)
+    # getattr_static: a plain getattr builds a new bound object per access for classmethods.
+    return inspect.getattr_static(cls, method) is not inspect.getattr_static(MemoryManager, method)
 
 
 def check_contract(cls: type[MemoryManager], mode: str) -> None:

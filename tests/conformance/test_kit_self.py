@@ -1,0 +1,185 @@
+"""Tests of the conformance kit itself: it passes good backends and catches broken ones."""
+
+from __future__ import annotations
+
+import textwrap
+import time
+from typing import Any, Self
+
+import pytest
+
+from deerflow.agents.memory.base import MemoryManager, MemoryMode
+from deerflow.agents.memory.testing import (
+    MemoryManagerConformanceTests,
+    assert_does_not_block,
+    measure_loop,
+    standard_test_problems,
+)
+
+pytest_plugins = ["pytester"]
+
+SLEEP_SECONDS = 0.3
+
+
+class SleepingMemoryManager(MemoryManager):
+    """Every sync method sleeps; the contract's async twins run them in a worker thread."""
+
+    supports_search = True
+
+    @classmethod
+    def from_config(
+        cls, backend_config: dict[str, Any], *, mode: MemoryMode = "middleware", **host_hooks: Any
+    ) -> Self:
+        return cls(backend_config=backend_config, mode=mode)
+
+    def add(self, thread_id: str, messages: list[Any], **scope: Any) -> None:
+        time.sleep(SLEEP_SECONDS)
+
+    def get_context(self, user_id: str | None, **scope: Any) -> str:
+        time.sleep(SLEEP_SECONDS)
+        return ""
+
+    def search(self, query: str, top_k: int = 5, **scope: Any) -> list[dict[str, Any]]:
+        time.sleep(SLEEP_SECONDS)
+        return []
+
+
+class BlockingMemoryManager(SleepingMemoryManager):
+    """A deliberately wrong async twin: blocking code inside `async def`."""
+
+    async def aget_context(self, user_id: str | None, **scope: Any) -> str:
+        return self.get_context(user_id, **scope)
+
+
+class _DirectSuite(MemoryManagerConformanceTests):
+    """The kit, with its test methods called directly rather than collected."""
+
+    def __init__(self, manager: MemoryManager) -> None:
+        self._manager_class = type(manager)
+        self.instance = manager
+
+    @pytest.fixture
+    def manager(self) -> MemoryManager:
+        return self.instance
+
+
+class TestEventLoopCheck:
+    def test_thread_offloaded_call_keeps_the_ticker_going(self) -> None:
+        manager = SleepingMemoryManager.from_config({})
+        report = assert_does_not_block(lambda: manager.aget_context("u1"), what="aget_context")
+        assert report.elapsed >= SLEEP_SECONDS
+        assert report.ticks >= 10
+
+    def test_kit_test_passes_for_a_slow_but_offloaded_backend(self) -> None:
+        manager = SleepingMemoryManager.from_config({})
+        _DirectSuite(manager).test_async_methods_do_not_block_the_event_loop(manager, "u1", "t1")
+
+    def test_blocking_async_def_is_caught(self) -> None:
+        manager = BlockingMemoryManager.from_config({})
+        report = measure_loop(lambda: manager.aget_context("u1"))
+        assert report.ticks <= 1
+        assert report.longest_stall >= SLEEP_SECONDS
+        with pytest.raises(AssertionError, match="blocked the event loop"):
+            assert_does_not_block(lambda: manager.aget_context("u1"), what="aget_context")
+
+    def test_kit_test_fails_for_a_blocking_async_def(self) -> None:
+        manager = BlockingMemoryManager.from_config({})
+        suite = _DirectSuite(manager)
+        with pytest.raises(AssertionError, match=r"BlockingMemoryManager\.aget_context blocked"):
+            suite.test_async_methods_do_not_block_the_event_loop(manager, "u1", "t1")
+
+
+class TestNoOverrideGuard:
+    def test_untouched_subclass_passes(self) -> None:
+        class Untouched(MemoryManagerConformanceTests):
+            pass
+
+        assert standard_test_problems(Untouched) == []
+
+    def test_unmarked_override_is_caught(self) -> None:
+        class Overrides(MemoryManagerConformanceTests):
+            def test_add_returns_none(self, *args: Any, **kwargs: Any) -> None:
+                pass
+
+        assert standard_test_problems(Overrides) == [
+            "test_add_returns_none: overridden without @pytest.mark.xfail(reason=...)"
+        ]
+
+    def test_xfail_without_reason_is_caught(self) -> None:
+        class NoReason(MemoryManagerConformanceTests):
+            @pytest.mark.xfail
+            def test_add_returns_none(self, *args: Any, **kwargs: Any) -> None:
+                pass
+
+        assert len(standard_test_problems(NoReason)) == 1
+
+    def test_xfail_with_reason_is_allowed(self) -> None:
+        class Explained(MemoryManagerConformanceTests):
+            @pytest.mark.xfail(reason="add() needs a live server in this suite")
+            def test_add_returns_none(self, *args: Any, **kwargs: Any) -> None:
+                pass
+
+        assert standard_test_problems(Explained) == []
+
+    def test_deleted_test_is_caught(self) -> None:
+        class Deletes(MemoryManagerConformanceTests):
+            test_add_returns_none = None  # type: ignore[assignment]
+
+        assert standard_test_problems(Deletes) == ["test_add_returns_none: deleted"]
+
+
+BROKEN_BACKENDS = textwrap.dedent(
+    '''
+    from pathlib import Path
+    from typing import Any
+
+    import pytest
+
+    from deerflow.agents.memory.backends.inmemory import InMemoryMemoryManager
+    from deerflow.agents.memory.testing import MemoryManagerConformanceTests
+
+
+    class LeakyManager(InMemoryMemoryManager):
+        """Forgets the user in create_fact and get_memory: every user shares those facts."""
+
+        def create_fact(self, content, category="context", confidence=0.5, *, user_id=None,
+                        agent_name=None):
+            return super().create_fact(content, category, confidence, agent_name=agent_name)
+
+        def get_memory(self, *, user_id=None, agent_name=None):
+            return super().get_memory(agent_name=agent_name)
+
+
+    class BareNotImplementedManager(InMemoryMemoryManager):
+        """Declares get_memory unsupported but raises a bare NotImplementedError."""
+
+        def get_memory(self, *, user_id=None, agent_name=None):
+            raise NotImplementedError
+
+
+    class TestLeaky(MemoryManagerConformanceTests):
+        @pytest.fixture
+        def manager(self, tmp_path: Path) -> LeakyManager:
+            return LeakyManager.from_config({"storage_path": str(tmp_path)})
+
+
+    class TestBareNotImplemented(MemoryManagerConformanceTests):
+        @pytest.fixture
+        def manager(self, tmp_path: Path) -> BareNotImplementedManager:
+            return BareNotImplementedManager.from_config({"storage_path": str(tmp_path)})
+
+        @property
+        def supported_operations(self) -> frozenset[str]:
+            return super().supported_operations - {"get_memory"}
+    '''
+)
+
+
+def test_kit_fails_broken_backends(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_broken=BROKEN_BACKENDS)
+    failed = {report.nodeid.split("::", 1)[1] for report in pytester.inline_run().getfailures()}
+    for style in ("sync", "async"):
+        assert f"TestLeaky::test_facts_do_not_leak_between_users[{style}]" in failed
+        assert f"TestBareNotImplemented::test_get_memory_returns_empty_document[{style}]" in failed
+        assert f"TestBareNotImplemented::test_errors_are_typed[{style}]" in failed
+    assert not any(nodeid.startswith("TestLeaky::test_create_fact_") for nodeid in failed)
