@@ -240,7 +240,7 @@ def test_public_names_of_the_manager_module() -> None:
         "FactEvictedError", "get_memory_manager", "reset_memory_manager", "build_memory_manager",
         "resolve_manager_class", "available_backends", "memory_read_failures_are_fatal",
         "parse_backend_config", "Fact", "MemoryDocument", "FACT_CATEGORIES", "empty_document",
-        "validate_content", "validate_category", "validate_confidence",
+        "validate_content", "validate_category", "validate_confidence", "utc_now", "import_object",
     }  # fmt: skip
     assert set(manager_module.__all__) == expected
     assert all(hasattr(manager_module, name) for name in expected)
@@ -252,3 +252,29 @@ def test_overrides_sees_classmethods_and_instance_methods() -> None:
     assert overrides(Searching, "search")
     assert not overrides(Minimal, "search")
     assert not overrides(Minimal, "read_failures_are_fatal_for_config")
+
+
+@pytest.mark.parametrize("path", sorted(CONSTRUCTION_PATHS))
+def test_construction_errors_never_echo_the_backend_config(path: str) -> None:
+    secret = "sk-proj-never-echo-this-0123456789"
+
+    class Leaky(Minimal):
+        @classmethod
+        def from_config(
+            cls, backend_config: dict[str, Any], *, mode: MemoryMode = "middleware", **hooks: Any
+        ) -> Self:
+            return cls(backend_config={"api_key": secret}, mode=mode)
+
+    build = {
+        "direct": lambda: Leaky(backend_config={"api_key": secret}, mode="tool"),
+        "from_config": lambda: Leaky.from_config({}, mode="tool"),
+        "model_validate": lambda: Leaky.model_validate(
+            {"backend_config": {"api_key": secret}, "mode": "tool"}
+        ),
+        "model_construct": lambda: Leaky.model_construct(
+            backend_config={"api_key": secret}, mode="tool"
+        ),
+    }[path]
+    with pytest.raises(ValueError, match="tool") as info:
+        build()
+    assert secret not in str(info.value)

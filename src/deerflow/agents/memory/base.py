@@ -53,7 +53,8 @@ class MemoryManager(BaseModel, ABC):
             implementation, or when `mode == "tool"` and the backend has no `search()`.
     """
 
-    model_config = ConfigDict(arbitrary_types_allowed=True)
+    # hide_input_in_errors: backend_config may hold credentials; errors must never echo them.
+    model_config = ConfigDict(arbitrary_types_allowed=True, hide_input_in_errors=True)
 
     supports_search: ClassVar[bool] = False
     requires_passive_writes_in_tool_mode: ClassVar[bool] = False
@@ -66,6 +67,11 @@ class MemoryManager(BaseModel, ABC):
     @classmethod
     def _none_is_empty(cls, value: Any) -> Any:
         return {} if value is None else value
+
+    def __init__(self, /, **data: Any) -> None:
+        # Checked before pydantic runs, so that direct construction raises a plain ValueError.
+        check_contract(type(self), data.get("mode", "middleware"))
+        super().__init__(**data)
 
     @model_validator(mode="after")
     def _check_contract(self) -> Self:

@@ -10,6 +10,7 @@ from deerflow.agents.memory.document import (
     Fact,
     MemoryDocument,
     empty_document,
+    utc_now,
     validate_category,
     validate_confidence,
     validate_content,
@@ -34,6 +35,7 @@ from deerflow.agents.memory.factory import (
     resolve_manager_class,
 )
 from deerflow.agents.memory.hooks import HostHooks, default_host_hooks
+from deerflow.importing import import_object
 
 __all__ = [
     "FACT_CATEGORIES",
@@ -57,10 +59,12 @@ __all__ = [
     "default_host_hooks",
     "empty_document",
     "get_memory_manager",
+    "import_object",
     "memory_read_failures_are_fatal",
     "parse_backend_config",
     "reset_memory_manager",
     "resolve_manager_class",
+    "utc_now",
     "validate_category",
     "validate_confidence",
     "validate_content",

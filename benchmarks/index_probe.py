@@ -1,0 +1,305 @@
+"""Probe the DeerMem retrieval index: search latency, apply cost, rebuild time and memory.
+
+    uv run python benchmarks/index_probe.py [--queries 2000] [--json out.json] [--big]
+
+Prints one table (times in ms). Facts come from a seeded generator shaped like the baseline's
+(12 templates over word lists, 0.55..0.99 confidence, 8 categories); queries are 2-3 words of
+the same vocabulary, so common words match many facts of every user, as in real use.
+
+* search over 10^3 users at 10^3, 10^4 and 10^5 facts (each user's bucket grows too);
+* search by one user of 100 facts among 10^3..10^5 facts of others (only others' data grows);
+* apply of one new fact with 10^2, ~10^3 and ~10^5 rows in the index;
+* "[alt]": the same scoped queries on a bare FTS5 table, with and without FTS5's own bm25(),
+  to show why the index computes BM25 over the scope instead;
+* rebuild of 10^5 facts: wall time and peak RSS, in a fresh child process.
+
+`--big` adds 10^6 facts to the one-user series (a few minutes more).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import resource
+import sqlite3
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+from deerflow.agents.memory.backends.deermem.deermem.core.index import (
+    IndexedFact,
+    RetrievalIndex,
+)
+
+TOOLS = [
+    "neovim",
+    "vscode",
+    "emacs",
+    "pnpm",
+    "npm",
+    "yarn",
+    "docker",
+    "podman",
+    "kafka",
+    "redis",
+    "postgres",
+    "sqlite",
+    "rust",
+    "go",
+]
+TASKS = [
+    "code",
+    "review",
+    "testing",
+    "deployment",
+    "debugging",
+    "refactoring",
+    "profiling",
+    "planning",
+]
+CITIES = [
+    "berlin",
+    "lisbon",
+    "madrid",
+    "paris",
+    "tokyo",
+    "seoul",
+    "austin",
+    "denver",
+    "oslo",
+    "rome",
+]
+FOODS = ["tea", "coffee", "sushi", "pasta", "tacos", "curry", "ramen", "salad"]
+ROLES = ["engineer", "scientist", "designer", "manager", "analyst"]
+HOBBIES = ["cycles", "climbs", "swims", "runs", "paints", "reads", "cooks", "hikes"]
+CATEGORIES = [
+    "preference",
+    "context",
+    "identity",
+    "goal",
+    "behavior",
+    "constraint",
+    "decision",
+    "correction",
+]
+TEMPLATES = [
+    "Prefers {t1} over {t2} for {task}",
+    "Works as a data {role} at a bank in {city}",
+    "Cannot use {t1} at work because of security policy",
+    "Lives in {city} and {hobby} on weekends",
+    "Wants to learn {t1} async this year",
+    "Drinks {food} every morning before {task}",
+    "Uses {t1} with {t2} for {task}",
+    "Decided to migrate from {t1} to {t2}",
+    "Corrected: the project uses {t1} not {t2}",
+    "Is allergic to {food} and avoids it",
+    "Plans a trip to {city} next spring",
+    "Goal is to master {task} with {t1}",
+]
+QUERY_WORDS = [*TOOLS, *TASKS, *CITIES, *FOODS, *ROLES, *HOBBIES, "prefers", "learn", "works"]
+AGENT = "__default__"
+
+
+def make_fact(rng: random.Random, n: int) -> IndexedFact:
+    text = rng.choice(TEMPLATES).format(
+        t1=rng.choice(TOOLS),
+        t2=rng.choice(TOOLS),
+        task=rng.choice(TASKS),
+        role=rng.choice(ROLES),
+        city=rng.choice(CITIES),
+        hobby=rng.choice(HOBBIES),
+        food=rng.choice(FOODS),
+    )
+    if rng.random() < 0.3:
+        text += f" and also {rng.choice(TASKS)} in {rng.choice(CITIES)}"
+    day = rng.randrange(1, 28)
+    return IndexedFact(
+        agent=AGENT,
+        fact_id=f"fact_{n:016x}",
+        content=text,
+        category=rng.choice(CATEGORIES),
+        confidence=round(rng.uniform(0.55, 0.99), 2),
+        updated_at=f"2026-{rng.randrange(1, 12):02d}-{day:02d}T10:00:00Z",
+    )
+
+
+def corpus(
+    n_facts: int, n_users: int, seed: int = 7
+) -> Iterator[tuple[str, int, Iterator[IndexedFact]]]:
+    """`n_facts` spread evenly over users `u0..u{n_users-1}`, generated lazily."""
+    rng = random.Random(seed)
+    per_user, extra = divmod(n_facts, n_users)
+    counter = iter(range(n_facts))
+    for u in range(n_users):
+        count = per_user + (1 if u < extra else 0)
+        yield f"u{u}", 1, (make_fact(rng, next(counter)) for _ in range(count))
+
+
+def timed(samples: int, call: Callable[[int], object]) -> dict[str, float]:
+    """p50, p95, p99 and mean of `call(i)`, in milliseconds."""
+    times = []
+    for i in range(samples):
+        start = time.perf_counter()
+        call(i)
+        times.append((time.perf_counter() - start) * 1000)
+    cuts = statistics.quantiles(times, n=100)
+    return {"p50": cuts[49], "p95": cuts[94], "p99": cuts[98], "mean": statistics.mean(times)}
+
+
+def show(stats: dict[str, float]) -> str:
+    return "  ".join(f"{name} {value:.3f}" for name, value in stats.items()) + "  (ms)"
+
+
+def query_plan(users: list[str], queries: int) -> list[tuple[str, str]]:
+    rng = random.Random(11)
+    return [
+        (rng.choice(users), " ".join(rng.sample(QUERY_WORDS, rng.choice([2, 3]))))
+        for _ in range(queries)
+    ]
+
+
+def search_latency(index: RetrievalIndex, users: list[str], queries: int) -> dict[str, float]:
+    plan = query_plan(users, queries)
+    for user, query in plan[:200]:  # warm the page cache, as a running server would have it
+        index.search(user, AGENT, query)
+    return timed(queries, lambda i: index.search(plan[i][0], AGENT, plan[i][1]))
+
+
+def apply_latency(index: RetrievalIndex, user: str, samples: int) -> dict[str, float]:
+    revision = index.indexed_revision(user) or 1
+    rng = random.Random(13)
+    facts = [make_fact(rng, 10**9 + i) for i in range(samples)]
+    return timed(samples, lambda i: index.apply(user, revision + 1 + i, [facts[i]], []))
+
+
+def with_probe(others: int) -> Iterator[tuple[str, int, Iterator[IndexedFact]]]:
+    """User `probe` with 100 facts, then `others` facts spread over 10^3 other users."""
+    rng = random.Random(5)
+    yield "probe", 1, (make_fact(rng, 10**10 + i) for i in range(100))
+    yield from corpus(others, 1000)
+
+
+def fts5_bm25_latency(path: Path, others: int, queries: int) -> dict[str, dict[str, float]]:
+    """The road not taken: FTS5's own bm25() over the probe user's rowid range.
+
+    A bare FTS5 table, rowid = user << 32 | n, with and without bm25() in the same scoped
+    query: the difference is bm25()'s IDF walk over every user's postings.
+    """
+    conn = sqlite3.connect(path)
+    conn.execute("CREATE VIRTUAL TABLE t USING fts5(body)")
+    for number, (_, _, facts) in enumerate(with_probe(others)):
+        rows = [((number << 32) | n, f.content) for n, f in enumerate(facts)]
+        conn.executemany("INSERT INTO t (rowid, body) VALUES (?, ?)", rows)
+    conn.execute("INSERT INTO t (t) VALUES ('optimize')")
+    conn.commit()
+    plan = [" OR ".join(f'"{w}"' for w in query.split()) for _, query in query_plan(["p"], queries)]
+    scoped = "t MATCH ? AND rowid BETWEEN 0 AND 4294967295"
+    results = {
+        "scoped MATCH only": f"SELECT rowid FROM t WHERE {scoped}",
+        "scoped MATCH + bm25()": f"SELECT rowid FROM t WHERE {scoped} ORDER BY bm25(t) LIMIT 5",
+    }
+    measured = {}
+    for name, sql in results.items():
+
+        def run(i: int, sql: str = sql) -> object:
+            return conn.execute(sql, (plan[i],)).fetchall()
+
+        measured[name] = timed(queries, run)
+    conn.close()
+    return measured
+
+
+def rebuild_child(n_facts: int, path: Path) -> None:
+    """Runs in a fresh process: rebuild `n_facts` over 10^3 users, print time and peak RSS."""
+    index = RetrievalIndex(path)
+    before_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    start = time.perf_counter()
+    done = index.rebuild(corpus(n_facts, 1000))
+    seconds = time.perf_counter() - start
+    peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    index.close()
+    print(json.dumps({"facts": done, "seconds": seconds, "rss_before": before_mb, "peak": peak_mb}))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n")[0])
+    parser.add_argument("--queries", type=int, default=2000)
+    parser.add_argument("--json", type=Path)
+    parser.add_argument("--big", action="store_true", help="10^6 facts in the isolation runs")
+    parser.add_argument("--rebuild-child", nargs=2, metavar=("N", "PATH"), help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.rebuild_child:
+        rebuild_child(int(args.rebuild_child[0]), Path(args.rebuild_child[1]))
+        return
+
+    results: dict[str, object] = {}
+    rows: list[tuple[str, str]] = []
+
+    def record(key: str, label: str, stats: dict[str, float]) -> None:
+        results[key] = stats
+        rows.append((label, show(stats)))
+
+    sizes = (10**3, 10**4, 10**5, *((10**6,) if args.big else ()))
+    with tempfile.TemporaryDirectory() as tmp:
+        users = [f"u{u}" for u in range(1000)]
+        for n in sizes[:3]:
+            index = RetrievalIndex(Path(tmp) / f"spread{n}.sqlite3")
+            index.rebuild(corpus(n, 1000))
+            record(
+                f"search_{n}",
+                f"search, {n} facts / 1000 users",
+                search_latency(index, users, args.queries),
+            )
+            index.close()
+
+        for others in sizes:
+            index = RetrievalIndex(Path(tmp) / f"probe{others}.sqlite3")
+            index.rebuild(with_probe(others))
+            stats = search_latency(index, ["probe"], args.queries)
+            record(f"search_probe_{others}", f"search, 100-fact user + {others} others", stats)
+            if others in (10**3, 10**5):
+                stats = apply_latency(index, "probe", 1000)
+                record(f"apply_{others}", f"apply 1 fact, index of ~{others} rows", stats)
+            index.close()
+
+        small = RetrievalIndex(Path(tmp) / "small.sqlite3")
+        small.rebuild(corpus(100, 1))
+        record("apply_100", "apply 1 fact, index of 100 rows", apply_latency(small, "u0", 1000))
+        small.close()
+
+        for others in sizes[1:]:
+            for name, stats in fts5_bm25_latency(
+                Path(tmp) / f"bm25_{others}.sqlite3", others, args.queries
+            ).items():
+                record(f"fts5_{name}_{others}", f"[alt] {name}, probe + {others} others", stats)
+
+        child = subprocess.run(
+            [sys.executable, __file__, "--rebuild-child", "100000", f"{tmp}/rebuild.sqlite3"],
+            check=True,
+            capture_output=True,
+            text=True,
+        )
+        rebuilt = json.loads(child.stdout)
+        results["rebuild_100000"] = rebuilt
+        rows.append(
+            (
+                "rebuild 10^5 facts, fresh process",
+                f"{rebuilt['seconds']:.2f} s, peak RSS {rebuilt['peak']:.0f} MB "
+                f"(after imports {rebuilt['rss_before']:.0f} MB)",
+            )
+        )
+
+    width = max(len(label) for label, _ in rows)
+    for label, value in rows:
+        print(f"{label:<{width}}  {value}")
+    if args.json:
+        args.json.write_text(json.dumps(results, indent=2))
+
+
+if __name__ == "__main__":
+    main()

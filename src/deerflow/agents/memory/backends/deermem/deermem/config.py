@@ -1,0 +1,42 @@
+"""DeerMem's own keys under `memory.backend_config`, with their defaults (SPEC §5)."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from deerflow.agents.memory.manager import FACT_CATEGORIES, parse_backend_config
+
+__all__ = ["DeerMemConfig", "parse_config"]
+
+
+class DeerMemConfig(BaseModel):
+    """Validated DeerMem settings. Unknown keys are refused: a typo must not be ignored."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    storage_path: str = Field(min_length=1)
+    storage_class: str | None = None
+    file_lock_timeout_seconds: float = Field(default=10.0, gt=0)
+    max_facts: int = Field(default=100, ge=10, le=500)
+    fact_eviction_policy: Literal["confidence"] = "confidence"
+    max_injection_tokens: int = Field(default=2000, gt=0)
+    guaranteed_categories: tuple[str, ...] = ("correction",)
+    guaranteed_token_budget: int = Field(default=500, ge=0)
+    retrieval_relevance_enabled: bool = False
+    retrieval_relevance_weight: float = Field(default=0.5, ge=0, le=1)
+    retrieval_diversity_weight: float = Field(default=0.0, ge=0, le=1)
+
+    @field_validator("guaranteed_categories")
+    @classmethod
+    def _known_categories(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        unknown = [category for category in value if category not in FACT_CATEGORIES]
+        if unknown:
+            raise ValueError(f"unknown categories {unknown}; known: {', '.join(FACT_CATEGORIES)}")
+        return value
+
+
+def parse_config(backend_config: dict[str, Any]) -> DeerMemConfig:
+    """Validate `backend_config`; errors name `memory.backend_config.<key>`."""
+    return parse_backend_config(DeerMemConfig, backend_config)

@@ -1,0 +1,188 @@
+"""The text DeerMem injects into a prompt (SPEC §5.8), as a pure function of summaries and facts.
+
+```
+User Context:
+- Work: …
+
+History:
+- Recent: …
+
+Facts:
+- [correction | 0.97] Use pnpm, not npm (avoid: used npm)
+- [preference | 0.90] Prefers uv over pip
+```
+
+Budgeting, in priority order, all within `max_tokens`:
+
+1. guaranteed facts (category in `guaranteed_categories`), in the given order, within
+   `guaranteed_token_budget`; those that do not fit are dropped, not demoted to the regular pool;
+2. summaries, user sections before history: when they do not fit, lines are dropped from the end,
+   so history goes first;
+3. the other facts, in the given order, in what is left.
+
+Each pool is a prefix: the first line that does not fit ends it, later (shorter) lines are not
+tried. A line costs `count_tokens(line + "\\n")`, a section header the same plus one blank line.
+With cl100k these costs add up to at least the real count (no exception in 3,000 random trials);
+the assembled text is still counted once more, and trimmed from the end if needed, so the bound
+holds for any counter. The header "Facts:" is charged to the total, not to the guaranteed budget.
+"""
+
+from __future__ import annotations
+
+import html
+import math
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Final
+
+# Re-exported: choosing which facts to inject (§5.7) belongs with formatting them.
+from deerflow.agents.memory.backends.deermem.deermem.ranking import rank_for_query
+
+__all__ = ["HISTORY_LABELS", "USER_LABELS", "ContextFact", "format_context", "rank_for_query"]
+
+# The section keys of memory.json (SPEC §5.2) and their labels in the injected text.
+USER_LABELS: Final = (
+    ("workContext", "Work"),
+    ("personalContext", "Personal"),
+    ("topOfMind", "Current Focus"),
+)
+HISTORY_LABELS: Final = (
+    ("recentMonths", "Recent"),
+    ("earlierContext", "Earlier"),
+    ("longTermBackground", "Background"),
+)
+_USER_HEADER: Final = "User Context:"
+_HISTORY_HEADER: Final = "History:"
+_FACTS_HEADER: Final = "Facts:"
+
+_Section = tuple[str, list[str]]
+
+
+@dataclass(frozen=True)
+class ContextFact:
+    """What the injected text shows of a fact."""
+
+    content: str
+    category: str
+    confidence: float
+    source_error: str | None = None
+
+
+def _clean(text: str) -> str:
+    """One line of escaped text: stored memory must not break the list or close `<memory>`."""
+    return html.escape(" ".join(text.split()), quote=False)
+
+
+def _summary_lines(
+    summaries: Mapping[str, object], key: str, labels: Sequence[tuple[str, str]]
+) -> list[str]:
+    part = summaries.get(key)
+    if not isinstance(part, Mapping):
+        return []
+    lines = []
+    for name, label in labels:
+        section = part.get(name)
+        summary = section.get("summary") if isinstance(section, Mapping) else None
+        if isinstance(summary, str) and summary.strip():
+            lines.append(f"- {label}: {_clean(summary)}")
+    return lines
+
+
+def _fact_line(fact: ContextFact) -> str | None:
+    content = _clean(fact.content)
+    if not content:
+        return None
+    confidence = min(max(fact.confidence, 0.0), 1.0) if math.isfinite(fact.confidence) else 0.0
+    line = f"- [{_clean(fact.category)} | {confidence:.2f}] {content}"
+    avoid = _clean(fact.source_error or "")
+    return f"{line} (avoid: {avoid})" if avoid else line
+
+
+def _fit(
+    lines: Sequence[str], budget: int, cost: Callable[[str], int], opening: int = 0
+) -> tuple[list[str], int]:
+    """The longest prefix of `lines` that fits in `budget`, and its cost.
+
+    `opening` (a section header) is charged together with the first line, so a header never
+    appears without a line under it.
+    """
+    taken: list[str] = []
+    spent = 0
+    for line in lines:
+        extra = cost(line) + (0 if taken else opening)
+        if spent + extra > budget:
+            break
+        taken.append(line)
+        spent += extra
+    return taken, spent
+
+
+def _render(sections: Sequence[_Section]) -> str:
+    return "\n\n".join("\n".join([header, *lines]) for header, lines in sections if lines)
+
+
+def format_context(
+    summaries: Mapping[str, object],
+    facts: Sequence[ContextFact],
+    *,
+    max_tokens: int = 2000,
+    guaranteed_categories: Sequence[str] = ("correction",),
+    guaranteed_token_budget: int = 500,
+    include_facts: bool = True,
+    count_tokens: Callable[[str], int],
+) -> str:
+    """Format summaries and facts for injection, within `max_tokens` (see the module docstring).
+
+    Args:
+        summaries: the memory document, or a mapping with its `user` and `history` parts; other
+            keys are ignored.
+        facts: best first; facts with blank content are skipped.
+        max_tokens: bound on `count_tokens` of the whole result.
+        guaranteed_categories: categories placed first, within `guaranteed_token_budget`.
+        guaranteed_token_budget: token budget of the guaranteed lines.
+        include_facts: False in tool mode, where facts come through `memory_search`.
+        count_tokens: the token counter the budget is measured with.
+
+    Returns:
+        The text, or "" when there is nothing to inject.
+    """
+
+    def cost(line: str) -> int:
+        return count_tokens(line + "\n")
+
+    def header_cost(header: str) -> int:
+        return cost(header) + cost("")
+
+    user_pool = _summary_lines(summaries, "user", USER_LABELS)
+    history_pool = _summary_lines(summaries, "history", HISTORY_LABELS)
+    ranked = [(f.category in guaranteed_categories, _fact_line(f)) for f in facts if include_facts]
+    guaranteed_pool = [line for special, line in ranked if special and line]
+    regular_pool = [line for special, line in ranked if not special and line]
+
+    facts_opening = header_cost(_FACTS_HEADER)
+    guaranteed, spent = _fit(
+        guaranteed_pool,
+        min(facts_opening + guaranteed_token_budget, max_tokens),
+        cost,
+        facts_opening,
+    )
+    left = max_tokens - spent
+    user, spent = _fit(user_pool, left, cost, header_cost(_USER_HEADER))
+    left -= spent
+    history: list[str] = []
+    if len(user) == len(user_pool):
+        history, spent = _fit(history_pool, left, cost, header_cost(_HISTORY_HEADER))
+        left -= spent
+    regular, _ = _fit(regular_pool, left, cost, 0 if guaranteed else facts_opening)
+
+    sections = [
+        (_USER_HEADER, user),
+        (_HISTORY_HEADER, history),
+        (_FACTS_HEADER, guaranteed + regular),
+    ]
+    text = _render(sections)
+    # Per-line costs need not add up for every counter: trim from the end until the bound holds.
+    while text and count_tokens(text) > max_tokens:
+        next(lines for _, lines in reversed(sections) if lines).pop()
+        text = _render(sections)
+    return text

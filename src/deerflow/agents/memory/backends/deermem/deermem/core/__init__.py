@@ -1,0 +1,1 @@
+"""DeerMem's storage engine: layout, fact files, journaled commits, the retrieval index."""

@@ -1,0 +1,59 @@
+"""Crash-safe file writes: a reader sees the old bytes or the new bytes, never a mix."""
+
+from __future__ import annotations
+
+import os
+import uuid
+from pathlib import Path
+
+__all__ = ["append_line", "atomic_write", "fsync_dir", "truncate_torn_tail"]
+
+
+def fsync_dir(path: Path) -> None:
+    """Make the directory entries of `path` (creations, renames, deletions) durable."""
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def atomic_write(path: Path, data: bytes, *, sync_dir: bool = True) -> None:
+    """Replace `path` with `data`: temp file in the same directory, fsync, rename.
+
+    With `sync_dir=False` the caller fsyncs the directory itself, once for several files.
+    """
+    path.parent.mkdir(parents=True, exist_ok=True)
+    temp = path.with_name(f".{path.name}.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp")
+    try:
+        with open(temp, "wb") as handle:
+            handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(temp, path)
+    except BaseException:
+        temp.unlink(missing_ok=True)
+        raise
+    if sync_dir:
+        fsync_dir(path.parent)
+
+
+def append_line(path: Path, line: bytes) -> None:
+    """Append one newline-terminated record and fsync it."""
+    with open(path, "ab") as handle:
+        handle.write(line if line.endswith(b"\n") else line + b"\n")
+        handle.flush()
+        os.fsync(handle.fileno())
+
+
+def truncate_torn_tail(path: Path) -> None:
+    """Cut a last line that a crash left without its newline, so the next append starts clean."""
+    if not path.exists():
+        return
+    with open(path, "rb+") as handle:
+        data = handle.read()
+        if not data or data.endswith(b"\n"):
+            return
+        handle.truncate(data.rfind(b"\n") + 1)
+        handle.flush()
+        os.fsync(handle.fileno())

@@ -1,0 +1,75 @@
+"""What the storage layer reads and writes: snapshots in, change sets out."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+__all__ = ["ChangeSet", "CommitResult", "FactKey", "MemorySnapshot"]
+
+FactKey = tuple[str, str]  # (bucket, fact_id)
+
+
+@dataclass(frozen=True, slots=True)
+class MemorySnapshot:
+    """One user's summaries and one agent bucket's facts, as of `revision`.
+
+    `facts` maps fact id to the stored record (front matter keys plus `content`). Treat it as
+    read-only: it may be shared with the storage's cache.
+    """
+
+    user_id: str
+    bucket: str
+    revision: int
+    last_updated: str
+    summaries: Mapping[str, Mapping[str, Mapping[str, str]]]  # {"user": {...}, "history": {...}}
+    facts: Mapping[str, Mapping[str, Any]]
+    buckets: tuple[str, ...]  # every bucket of this user that holds facts
+
+
+@dataclass(slots=True)
+class ChangeSet:
+    """One atomic change of one user's memory, recorded as one audit entry.
+
+    Attributes:
+        actor: who made it (`manual`, `extraction`, `import`, `clear`, `revert`, `migration`).
+        reason: why, for the audit log.
+        summaries: new text per section, e.g. `{"user": {"workContext": "..."}}`.
+        upserts: fact records (front matter keys plus `content` and `agent_name`, the bucket);
+            the storage assigns `revision`, `user_id` and `schemaVersion`.
+        deletes: facts to remove.
+        raw_writes: exact file bytes per fact (None removes it); used by undo to restore a file
+            byte for byte.
+        expected_revision: the user revision this change was computed from (None: unchecked).
+        preconditions: per fact, the revision it must have (None: it must not exist).
+        rebase: a point operation may commit on a newer revision when every fact it touches
+            meets its precondition.
+        reverts: the change id this change undoes.
+    """
+
+    actor: str
+    reason: str
+    summaries: dict[str, dict[str, str]] = field(default_factory=dict)
+    upserts: list[dict[str, Any]] = field(default_factory=list)
+    deletes: list[FactKey] = field(default_factory=list)
+    raw_writes: dict[FactKey, bytes | None] = field(default_factory=dict)
+    expected_revision: int | None = None
+    preconditions: dict[FactKey, int | None] = field(default_factory=dict)
+    rebase: bool = False
+    reverts: str | None = None
+
+    def touched(self) -> set[FactKey]:
+        upserted = {(record["agent_name"], record["id"]) for record in self.upserts}
+        return upserted | set(self.deletes) | set(self.raw_writes)
+
+
+@dataclass(frozen=True, slots=True)
+class CommitResult:
+    """What a commit did. `change_id` is None when the change set changed nothing."""
+
+    revision: int
+    change_id: str | None
+    last_updated: str
+    upserted: tuple[Mapping[str, Any], ...] = ()
+    deleted: tuple[FactKey, ...] = ()

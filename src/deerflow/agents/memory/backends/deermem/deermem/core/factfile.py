@@ -1,0 +1,183 @@
+"""One fact as a Markdown file: YAML front matter, then `# title` and the content (SPEC §5.3)."""
+
+from __future__ import annotations
+
+from datetime import UTC, date, datetime
+from pathlib import Path
+from typing import Any, Final
+
+import frontmatter
+import yaml
+
+from deerflow.agents.memory.manager import FACT_CATEGORIES, MemoryCorruptionError
+
+__all__ = [
+    "FRONT_MATTER_ORDER",
+    "OPTIONAL_PUBLIC_FIELDS",
+    "SCHEMA_VERSION",
+    "parse_fact",
+    "read_fact_file",
+    "public_fact",
+    "render_fact",
+]
+
+SCHEMA_VERSION: Final = 1
+TITLE_MAX_CHARS: Final = 160
+# Written in this order; keys the schema does not know follow, sorted, and are kept on rewrite.
+FRONT_MATTER_ORDER: Final = (
+    "id",
+    "category",
+    "confidence",
+    "status",
+    "createdAt",
+    "updatedAt",
+    "revision",
+    "source",
+    "user_id",
+    "agent_name",
+    "schemaVersion",
+    "sourceError",
+    "expected_valid_days",
+    "lastConfirmedAt",
+    "confirmationCount",
+    "consolidatedFrom",
+    "topics",
+    "event_time",
+)
+OPTIONAL_PUBLIC_FIELDS: Final = (
+    "sourceError",
+    "expected_valid_days",
+    "lastConfirmedAt",
+    "confirmationCount",
+    "consolidatedFrom",
+    "topics",
+    "event_time",
+)
+
+
+def title_of(content: str) -> str:
+    """The first line of the content, cut to 160 characters: the file's `# title`."""
+    return content.strip().splitlines()[0].strip()[:TITLE_MAX_CHARS]
+
+
+def render_fact(record: dict[str, Any]) -> bytes:
+    """The file bytes for a stored fact record (front matter keys plus `content`).
+
+    Deterministic: the same record always gives the same bytes, so an undo restores a file
+    byte for byte.
+    """
+    meta: dict[str, Any] = {key: record[key] for key in FRONT_MATTER_ORDER if key in record}
+    meta.update(
+        (key, record[key]) for key in sorted(record) if key not in meta and key != "content"
+    )
+    content = record["content"]
+    post = frontmatter.Post(f"# {title_of(content)}\n\n{content}", **meta)
+    return (frontmatter.dumps(post, sort_keys=False, allow_unicode=True) + "\n").encode("utf-8")
+
+
+def parse_fact(data: bytes, path: Path, *, user_id: str, bucket: str) -> dict[str, Any]:
+    """The stored record of a fact file.
+
+    Raises:
+        MemoryCorruptionError: unreadable front matter, or an id, scope, category or confidence
+            that disagrees with the path or the schema. The file is left as it is.
+    """
+    try:
+        post = frontmatter.loads(data.decode("utf-8"))
+    except (UnicodeDecodeError, yaml.YAMLError, ValueError) as exc:
+        raise MemoryCorruptionError(f"{path}: unreadable front matter: {exc}") from exc
+    record: dict[str, Any] = {key: _plain(value) for key, value in post.metadata.items()}
+    _check(record, path, user_id=user_id, bucket=bucket)
+    record["content"] = _content_of(post.content)
+    if not record["content"]:
+        raise MemoryCorruptionError(f"{path}: the fact has no content")
+    return record
+
+
+def read_fact_file(path: Path) -> dict[str, Any]:
+    """A fact file read on its own, outside any user's storage (an export being imported).
+
+    Raises:
+        ValueError: the file is not a readable fact.
+    """
+    data = path.read_bytes()
+    try:
+        meta = frontmatter.loads(data.decode("utf-8")).metadata
+    except (UnicodeDecodeError, yaml.YAMLError, ValueError) as exc:
+        raise ValueError(f"{path}: unreadable front matter: {exc}") from exc
+    try:
+        user_id, bucket = str(meta.get("user_id")), str(meta.get("agent_name"))
+        return parse_fact(data, path, user_id=user_id, bucket=bucket)
+    except MemoryCorruptionError as exc:
+        raise ValueError(str(exc)) from None
+
+
+def _check(record: dict[str, Any], path: Path, *, user_id: str, bucket: str) -> None:
+    def corrupt(problem: str) -> MemoryCorruptionError:
+        return MemoryCorruptionError(f"{path}: {problem}")
+
+    if record.get("id") != path.stem:
+        raise corrupt(f"front matter id {record.get('id')!r} differs from the file name")
+    if record.get("user_id") != user_id or record.get("agent_name") != bucket:
+        raise corrupt(
+            f"scope {record.get('user_id')!r}/{record.get('agent_name')!r} differs from the "
+            f"directory's {user_id!r}/{bucket!r}"
+        )
+    if record.get("category") not in FACT_CATEGORIES:
+        raise corrupt(f"unknown category {record.get('category')!r}")
+    confidence = record.get("confidence")
+    if isinstance(confidence, bool) or not isinstance(confidence, int | float):
+        raise corrupt(f"confidence {confidence!r} is not a number")
+    if not 0 <= confidence <= 1:
+        raise corrupt(f"confidence {confidence!r} is outside 0..1")
+    record["confidence"] = float(confidence)
+    if not isinstance(record.get("revision"), int) or isinstance(record.get("revision"), bool):
+        raise corrupt(f"revision {record.get('revision')!r} is not an integer")
+
+
+def _content_of(body: str) -> str:
+    """The body without its `# title` line: what the user said the fact is."""
+    lines = body.strip().splitlines()
+    if lines and lines[0].startswith("# ") and len(lines) > 1:
+        lines = lines[1:]
+    elif lines and lines[0].startswith("# "):
+        return lines[0][2:].strip()
+    return "\n".join(lines).strip()
+
+
+def _plain(value: Any) -> Any:
+    """YAML reads unquoted timestamps as datetimes; the document keeps ISO-8601 text."""
+    if isinstance(value, datetime):
+        aware = value if value.tzinfo else value.replace(tzinfo=UTC)
+        return aware.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    if isinstance(value, date):
+        return value.isoformat()
+    if isinstance(value, dict):
+        return {key: _plain(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_plain(item) for item in value]
+    return value
+
+
+def source_text(source: Any) -> str:
+    """The public, string form of a source: the thread id of a conversation, else its type."""
+    if isinstance(source, dict):
+        if source.get("type") == "conversation" and source.get("threadId"):
+            return str(source["threadId"])
+        return str(source.get("type") or "unknown")
+    return str(source or "unknown")
+
+
+def public_fact(record: dict[str, Any]) -> dict[str, Any]:
+    """The fact dict the contract returns (SPEC §5.2)."""
+    fact = {
+        "id": record["id"],
+        "content": record["content"],
+        "category": record["category"],
+        "confidence": record["confidence"],
+        "createdAt": record.get("createdAt", ""),
+        "updatedAt": record.get("updatedAt", ""),
+        "source": source_text(record.get("source")),
+    }
+    fact.update((key, record[key]) for key in OPTIONAL_PUBLIC_FIELDS if key in record)
+    return fact

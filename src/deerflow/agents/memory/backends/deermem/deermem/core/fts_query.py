@@ -1,0 +1,187 @@
+"""Pure functions that turn text into FTS5 index text, MATCH expressions and search SQL.
+
+Nothing here touches a database, so every output can be printed and tested exactly (the
+`search_sql` idea of sqlite-utils). `index.py` runs what these functions build.
+
+CJK text has no spaces between words, and FTS5's `unicode61` tokenizer would index a whole run of
+CJK characters as a single token. `segment` therefore rewrites each run into space-separated words
+(jieba's words when the index was created with jieba, overlapping bigrams otherwise) before the
+text reaches FTS5, and the same rewrite is applied to queries, so both sides see the same tokens.
+"""
+
+from __future__ import annotations
+
+import importlib
+import re
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Final
+
+__all__ = [
+    "MAX_TERMS",
+    "Cut",
+    "FtsQuery",
+    "bigrams",
+    "build_query",
+    "count_tokens",
+    "jieba_cut",
+    "quote",
+    "search_sql",
+    "segment",
+]
+
+Cut = Callable[[str], list[str]]
+"""Splits one run of CJK characters into words."""
+
+MAX_TERMS: Final = 32
+"""Distinct terms scored per query; bounds the cost of a whole conversation used as a query."""
+
+# Han, kana and Hangul: the scripts written without spaces between words.
+_CJK_RUN = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uac00-\ud7af]+")
+# unicode61 keeps letters and digits and splits on everything else, the underscore included.
+_TOKEN = re.compile(r"[^\W_]+")
+# Signs that the user wrote FTS5 syntax on purpose: a quoted phrase, an upper-case operator,
+# NEAR(...), or a prefix star at the end of a word.
+_SYNTAX = re.compile(r'"[^"]*"|\b(?:AND|OR|NOT)\b|\bNEAR\(|\w\*(?=\s|\)|$)')
+# The pieces of an FTS5 expression that can be scored on their own: strings and barewords.
+_PIECE = re.compile(r'"(?:[^"]|"")*"\*?|[^\s(),"]+')
+_NEAR_DISTANCE = re.compile(r",\s*\d+\s*\)")
+_OPERATORS: Final = frozenset({"AND", "OR", "NOT", "NEAR"})
+
+
+def bigrams(run: str) -> list[str]:
+    """Overlapping character pairs of a CJK run; a single character stays itself."""
+    if len(run) == 1:
+        return [run]
+    return [run[i : i + 2] for i in range(len(run) - 1)]
+
+
+def jieba_cut() -> Cut | None:
+    """jieba's search-mode segmentation, or None when jieba is not installed."""
+    try:
+        jieba = importlib.import_module("jieba")
+    except ImportError:
+        return None
+
+    def cut(run: str) -> list[str]:
+        return [word for word in jieba.lcut_for_search(run) if word.strip()]
+
+    return cut
+
+
+def segment(text: str, cut: Cut) -> str:
+    """Rewrite every CJK run of `text` as space-separated words; other text is unchanged."""
+    return _CJK_RUN.sub(lambda match: " " + " ".join(cut(match.group())) + " ", text)
+
+
+def count_tokens(segmented: str) -> int:
+    """Roughly the number of tokens `unicode61` makes of segmented text (at least 1)."""
+    return max(1, len(_TOKEN.findall(segmented)))
+
+
+def quote(word: str) -> str:
+    """An FTS5 string for `word`: FTS5 tokenizes it, so no character in it acts as syntax."""
+    return '"' + word.replace('"', '""') + '"'
+
+
+@dataclass(frozen=True, slots=True)
+class FtsQuery:
+    """What to run for one search.
+
+    Attributes:
+        match: the MATCH expression that decides which facts are candidates.
+        terms: MATCH expressions of the single terms that are scored (BM25) among the candidates.
+        syntax: True when `match` is the user's own FTS5 expression, which may fail to parse.
+    """
+
+    match: str
+    terms: tuple[str, ...]
+    syntax: bool
+
+
+def build_query(text: str, cut: Cut, *, plain: bool = False) -> FtsQuery | None:
+    """Build the FTS5 query for search text, or None when there is nothing to search for.
+
+    Plain text becomes one quoted string per whitespace-separated word, OR-ed, so `don't` and
+    `e-mail` are phrases of their tokens and punctuation is harmless. Text that looks like
+    deliberate FTS5 syntax passes through unchanged (after CJK segmentation), unless `plain`
+    is set, which the caller does after FTS5 rejected the expression.
+
+    Args:
+        text: the user's query.
+        cut: the CJK segmenter the index was built with.
+        plain: treat `text` as plain words even if it looks like FTS5 syntax.
+    """
+    segmented = segment(text, cut)
+    if not plain and segmented.count('"') % 2 == 0 and _SYNTAX.search(segmented):
+        terms = _distinct(_piece_term(piece) for piece in _PIECE.findall(_NEAR_DISTANCE.sub(")", segmented)))
+        if terms:
+            return FtsQuery(match=segmented.strip(), terms=terms, syntax=True)
+    terms = _distinct(quote(word) for word in segmented.split() if _TOKEN.search(word))
+    if not terms:
+        return None
+    return FtsQuery(match=" OR ".join(terms), terms=terms, syntax=False)
+
+
+def _piece_term(piece: str) -> str:
+    """The scorable term of one piece of an FTS5 expression, or "" for an operator or a sign."""
+    if piece.startswith('"'):
+        return piece if _TOKEN.search(piece) else ""
+    if piece in _OPERATORS or not _TOKEN.search(piece):
+        return ""
+    word = piece.rstrip("*")
+    return quote(word) + ("*" if word != piece else "")
+
+
+def _distinct(terms: Iterable[str]) -> tuple[str, ...]:
+    """Non-empty terms, first occurrence wins, case-insensitively, at most `MAX_TERMS`."""
+    seen: dict[str, str] = {}
+    for term in terms:
+        if term and term.casefold() not in seen:
+            seen[term.casefold()] = term
+    return tuple(seen.values())[:MAX_TERMS]
+
+
+# BM25 parameters (the usual defaults) and the weights of the ranking formula in index.py.
+K1: Final = 1.2
+B: Final = 0.75
+HALF_LIFE_DAYS: Final = 90.0
+
+
+def search_sql(n_terms: int, *, category: bool) -> str:
+    """The search statement for a query with `n_terms` scored terms.
+
+    Named parameters: `:lo`/`:hi` (the scope's rowid range), `:match`, `:t0`..`:t{n-1}`,
+    `:now` (Unix seconds), `:limit`, and `:category` when `category` is set. Every FTS5 scan is
+    bounded by the scope's rowid range, so FTS5 seeks inside the scope and never walks other
+    scopes' postings; statistics (N, average length, document frequency) are the scope's own.
+    """
+    arms = "\n    UNION ALL\n".join(
+        f"    SELECT {i}, rowid FROM facts_fts"
+        f" WHERE facts_fts MATCH :t{i} AND rowid BETWEEN :lo AND :hi"
+        for i in range(n_terms)
+    )
+    category_filter = "\nWHERE f.category = :category" if category else ""
+    return f"""WITH
+  stats(n, avgdl) AS (
+    SELECT count(*), avg(ntokens) FROM facts WHERE id BETWEEN :lo AND :hi),
+  cand(rid) AS (
+    SELECT rowid FROM facts_fts WHERE facts_fts MATCH :match AND rowid BETWEEN :lo AND :hi),
+  hits(term, rid) AS (
+{arms}),
+  idf(term, w) AS (
+    SELECT term, ln(1 + (stats.n - count(*) + 0.5) / (count(*) + 0.5))
+    FROM hits, stats GROUP BY term),
+  rel(rid, w) AS (
+    SELECT hits.rid, sum(idf.w) FROM hits JOIN idf USING (term) GROUP BY hits.rid)
+SELECT f.fact_id,
+  coalesce(rel.w, 0)
+  * {K1 + 1} / (1 + {K1} * (1 - {B} + {B} * f.ntokens / stats.avgdl))
+  * (0.7 + 0.3 * f.confidence)
+  * (0.7 + 0.3 * pow(0.5, max(0, :now - f.updated_ts) / 86400.0 / {HALF_LIFE_DAYS})) AS score
+FROM cand
+JOIN facts AS f ON f.id = cand.rid
+LEFT JOIN rel ON rel.rid = cand.rid
+CROSS JOIN stats{category_filter}
+ORDER BY score DESC, f.fact_id
+LIMIT :limit"""

@@ -1,0 +1,98 @@
+"""The on-disk layout of DeerMem (SPEC §5.1) and the names that are safe to put in it."""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from pathlib import Path
+from typing import Final
+
+__all__ = [
+    "AGENT_NAME_PATTERN",
+    "DEFAULT_AGENT",
+    "DEFAULT_USER",
+    "FACT_ID_PATTERN",
+    "UserPaths",
+    "bucket_name",
+    "safe_user_id",
+    "validate_fact_id",
+]
+
+AGENT_NAME_PATTERN: Final = re.compile(r"^[A-Za-z0-9-]+$")
+FACT_ID_PATTERN: Final = re.compile(r"^fact_[0-9a-f]{8,64}$")
+DEFAULT_AGENT: Final = "__default__"
+DEFAULT_USER: Final = "default"
+MAX_USER_ID_LENGTH: Final = 1024
+
+_SAFE_USER_ID = re.compile(r"^[A-Za-z0-9_-]+$")
+_SLUG_RUN = re.compile(r"[^A-Za-z0-9]+")
+
+
+def safe_user_id(user_id: str | None) -> str:
+    """The directory name of a user: kept as is when already safe, else `slug.` + 16 hex of SHA-256.
+
+    The dot never occurs in an id kept as is, so a hashed name cannot collide with a real id.
+    Safe ids longer than 64 characters are hashed too, to stay within file-name limits.
+
+    Raises:
+        ValueError: an empty id, one longer than 1024 characters, or one containing NUL.
+    """
+    raw = DEFAULT_USER if user_id is None else user_id
+    if not isinstance(raw, str) or not raw:
+        raise ValueError("user_id: must be non-empty text")
+    if len(raw) > MAX_USER_ID_LENGTH:
+        raise ValueError(f"user_id: longer than {MAX_USER_ID_LENGTH} characters")
+    if "\x00" in raw:
+        raise ValueError("user_id: must not contain NUL")
+    if _SAFE_USER_ID.match(raw) and len(raw) <= 64:
+        return raw
+    slug = _SLUG_RUN.sub("-", raw).strip("-")[:40] or "user"
+    digest = hashlib.sha256(raw.encode("utf-8")).hexdigest()[:16]
+    return f"{slug}.{digest}"
+
+
+def bucket_name(agent_name: str | None) -> str:
+    """The fact bucket of an agent: lower-cased, or `__default__` when omitted.
+
+    Raises:
+        ValueError: a name that does not match `AGENT_NAME_PATTERN`.
+    """
+    if agent_name is None:
+        return DEFAULT_AGENT
+    if not isinstance(agent_name, str) or not AGENT_NAME_PATTERN.match(agent_name):
+        raise ValueError(
+            f"agent_name: {agent_name!r} must match {AGENT_NAME_PATTERN.pattern} "
+            "(letters, digits and hyphens)"
+        )
+    return agent_name.lower()
+
+
+def validate_fact_id(fact_id: str) -> str:
+    """Return `fact_id`, or raise `ValueError` if it could not be a DeerMem fact id."""
+    if not isinstance(fact_id, str) or not FACT_ID_PATTERN.match(fact_id):
+        raise ValueError(f"fact_id: {fact_id!r} is not a fact id (fact_ followed by hex)")
+    return fact_id
+
+
+class UserPaths:
+    """Every path of one user's memory under the storage root."""
+
+    def __init__(self, root: Path, user_key: str) -> None:
+        self.root = root
+        self.user_key = user_key
+        self.dir = root / "users" / user_key
+        self.manifest = self.dir / "memory.json"
+        self.lock = self.dir / ".memory.lock"
+        self.journal = self.dir / ".journal.json"
+        self.history = self.dir / "history.jsonl"
+        self.agents = self.dir / "agents"
+
+    def facts_dir(self, bucket: str) -> Path:
+        return self.agents / bucket / "facts"
+
+    def fact_file(self, bucket: str, fact_id: str) -> Path:
+        shard = hashlib.sha256(fact_id.encode("ascii")).hexdigest()[:2]
+        return self.facts_dir(bucket) / shard / f"{fact_id}.md"
+
+    def metadata_dir(self, bucket: str) -> Path:
+        return self.agents / bucket / ".metadata"

@@ -1,0 +1,462 @@
+"""Where DeerMem keeps memory: `MemoryStorage`, the seam, and `FileMemoryStorage`, the default.
+
+Layout (SPEC §5.1): `users/{safe id}/memory.json` holds the user's summaries and revision;
+each fact is `users/{safe id}/agents/{bucket}/facts/{2 hex}/{fact_id}.md`. Every change is one
+journaled commit (see `journal.py`) that bumps the revision and appends one audit line to
+`history.jsonl`. Readers use a cache that is valid while `memory.json` has the same bytes.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import uuid
+from abc import ABC, abstractmethod
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Final
+
+from deerflow.agents.memory.backends.deermem.deermem.config import DeerMemConfig
+from deerflow.agents.memory.backends.deermem.deermem.core.atomic import (
+    append_line,
+    atomic_write,
+    fsync_dir,
+)
+from deerflow.agents.memory.backends.deermem.deermem.core.changes import (
+    ChangeSet,
+    CommitResult,
+    FactKey,
+    MemorySnapshot,
+)
+from deerflow.agents.memory.backends.deermem.deermem.core.factfile import (
+    SCHEMA_VERSION,
+    parse_fact,
+    render_fact,
+)
+from deerflow.agents.memory.backends.deermem.deermem.core.journal import Journal, JournalEntry
+from deerflow.agents.memory.backends.deermem.deermem.core.locks import UserLock
+from deerflow.agents.memory.backends.deermem.deermem.core.paths import (
+    DEFAULT_USER,
+    UserPaths,
+    bucket_name,
+    safe_user_id,
+)
+from deerflow.agents.memory.manager import (
+    FactNotFoundError,
+    MemoryConflictError,
+    MemoryCorruptionError,
+    MemoryUnsupportedError,
+    empty_document,
+    utc_now,
+)
+
+__all__ = ["FileMemoryStorage", "MemoryStorage"]
+
+DOCUMENT_VERSION: Final = "2.0"
+# Fields whose change alone does not make a new fact revision.
+_BOOKKEEPING: Final = frozenset({"revision", "updatedAt"})
+
+
+class MemoryStorage(ABC):
+    """The storage seam of DeerMem. Subclasses are constructed as `cls(config)`.
+
+    `load` may serve from a cache; `reload` must read the stored state again; `save` commits a
+    `ChangeSet` atomically or raises. `read_history` returns the audit log, newest first.
+    """
+
+    def __init__(self, config: DeerMemConfig) -> None:
+        self.config = config
+
+    @abstractmethod
+    def load(self, user_id: str | None, agent_name: str | None) -> MemorySnapshot:
+        """The user's summaries and one bucket's facts."""
+
+    @abstractmethod
+    def reload(self, user_id: str | None, agent_name: str | None) -> MemorySnapshot:
+        """Like `load`, bypassing every cache (sees out-of-band edits of fact files)."""
+
+    @abstractmethod
+    def save(self, user_id: str | None, changes: ChangeSet) -> CommitResult:
+        """Commit `changes` as one revision.
+
+        Raises:
+            MemoryConflictError: `expected_revision` or a precondition no longer holds.
+            FactNotFoundError: a delete names a fact that does not exist.
+        """
+
+    def read_history(self, user_id: str | None) -> list[dict[str, Any]]:
+        """Every audit entry of the user, oldest first."""
+        raise MemoryUnsupportedError(type(self).__name__, "read_history")
+
+
+@dataclass(frozen=True, slots=True)
+class _Manifest:
+    raw: bytes
+    document: dict[str, Any]
+
+    @property
+    def revision(self) -> int:
+        return int(self.document["revision"])
+
+
+@dataclass(slots=True)
+class _Bucket:
+    manifest: bytes  # the memory.json bytes the facts were read under
+    facts: dict[str, dict[str, Any]]
+
+
+class FileMemoryStorage(MemoryStorage):
+    """Memory as files under `config.storage_path`, safe against crashes and other processes."""
+
+    def __init__(self, config: DeerMemConfig) -> None:
+        super().__init__(config)
+        self.root = Path(config.storage_path)
+        self._guard = threading.Lock()
+        self._locks: dict[str, UserLock] = {}
+        self._buckets: dict[tuple[str, str], _Bucket] = {}
+
+    # -- reading -------------------------------------------------------------------------------
+
+    def load(self, user_id: str | None, agent_name: str | None) -> MemorySnapshot:
+        paths, raw_user, bucket = self._scope(user_id, agent_name)
+        manifest = self._read_manifest(paths)
+        cached = self._buckets.get((paths.user_key, bucket))
+        if cached is not None and cached.manifest == manifest.raw:
+            return self._snapshot(paths, raw_user, bucket, manifest, cached.facts)
+        return self.reload(user_id, agent_name)
+
+    def reload(self, user_id: str | None, agent_name: str | None) -> MemorySnapshot:
+        paths, raw_user, bucket = self._scope(user_id, agent_name)
+        with self._lock(paths).hold():
+            manifest = self._recovered_manifest(paths)
+            facts = self._read_bucket(paths, raw_user, bucket)
+            self._buckets[(paths.user_key, bucket)] = _Bucket(manifest.raw, facts)
+            return self._snapshot(paths, raw_user, bucket, manifest, facts)
+
+    def read_history(self, user_id: str | None) -> list[dict[str, Any]]:
+        paths, _, _ = self._scope(user_id, None)
+        with self._lock(paths).hold():
+            self._recovered_manifest(paths)
+            if not paths.history.exists():
+                return []
+            entries = []
+            for number, line in enumerate(paths.history.read_bytes().splitlines(), 1):
+                try:
+                    entries.append(json.loads(line))
+                except ValueError as exc:
+                    raise MemoryCorruptionError(f"{paths.history}:{number}: {exc}") from exc
+            return entries
+
+    def user_ids(self) -> Iterator[str]:
+        """The raw id of every user with stored memory, in directory order."""
+        users = self.root / "users"
+        if not users.is_dir():
+            return
+        for directory in sorted(users.iterdir()):
+            paths = UserPaths(self.root, directory.name)
+            if paths.manifest.exists():
+                user_id = self._read_manifest(paths).document.get("userId")
+                if not isinstance(user_id, str):
+                    raise MemoryCorruptionError(f"{paths.manifest}: no userId")
+                yield user_id
+
+    def _scope(self, user_id: str | None, agent_name: str | None) -> tuple[UserPaths, str, str]:
+        raw_user = DEFAULT_USER if user_id is None else user_id
+        return UserPaths(self.root, safe_user_id(raw_user)), raw_user, bucket_name(agent_name)
+
+    def _lock(self, paths: UserPaths) -> UserLock:
+        with self._guard:
+            lock = self._locks.get(paths.user_key)
+            if lock is None:
+                lock = UserLock(paths.lock, self.config.file_lock_timeout_seconds)
+                self._locks[paths.user_key] = lock
+            return lock
+
+    def _read_manifest(self, paths: UserPaths) -> _Manifest:
+        try:
+            raw = paths.manifest.read_bytes()
+        except FileNotFoundError:
+            document: dict[str, Any] = dict(empty_document())
+            document.pop("facts")
+            return _Manifest(b"", document)
+        try:
+            document = json.loads(raw)
+            if not isinstance(document, dict) or not isinstance(document.get("revision"), int):
+                raise ValueError("not a memory document with an integer revision")
+        except ValueError as exc:
+            raise MemoryCorruptionError(f"{paths.manifest}: unreadable: {exc}") from exc
+        return _Manifest(raw, document)
+
+    def _recovered_manifest(self, paths: UserPaths) -> _Manifest:
+        """The manifest after finishing or undoing an interrupted commit. Hold the lock."""
+        manifest = self._read_manifest(paths)
+        if paths.journal.exists():
+            Journal.read(paths.journal).recover(paths.dir, paths.journal, manifest.revision)
+            self._drop_cache(paths.user_key)
+            manifest = self._read_manifest(paths)
+        return manifest
+
+    def _read_bucket(self, paths: UserPaths, raw_user: str, bucket: str) -> dict[str, Any]:
+        facts: dict[str, Any] = {}
+        for path in _fact_files(paths.facts_dir(bucket)):
+            record = parse_fact(path.read_bytes(), path, user_id=raw_user, bucket=bucket)
+            facts[record["id"]] = record
+        return facts
+
+    def _snapshot(
+        self,
+        paths: UserPaths,
+        raw_user: str,
+        bucket: str,
+        manifest: _Manifest,
+        facts: dict[str, Any],
+    ) -> MemorySnapshot:
+        document = manifest.document
+        return MemorySnapshot(
+            user_id=raw_user,
+            bucket=bucket,
+            revision=manifest.revision,
+            last_updated=document.get("lastUpdated", ""),
+            summaries={"user": document["user"], "history": document["history"]},
+            facts=facts,
+            buckets=_buckets_of(paths),
+        )
+
+    def _drop_cache(self, user_key: str) -> None:
+        for key in [key for key in self._buckets if key[0] == user_key]:
+            del self._buckets[key]
+
+    # -- writing -------------------------------------------------------------------------------
+
+    def save(self, user_id: str | None, changes: ChangeSet) -> CommitResult:
+        paths, raw_user, _ = self._scope(user_id, None)
+        with self._lock(paths).hold():
+            manifest = self._recovered_manifest(paths)
+            current = {key: self._stored(paths, raw_user, key) for key in changes.touched()}
+            _check_preconditions(changes, manifest.revision, current, paths)
+            now = utc_now()
+            after: dict[FactKey, bytes | None] = dict(changes.raw_writes)
+            upserted = [
+                parse_fact(data, paths.fact_file(*key), user_id=raw_user, bucket=key[0])
+                for key, data in changes.raw_writes.items()
+                if data is not None
+            ]
+            for record in changes.upserts:
+                key = (record["agent_name"], record["id"])
+                stored = current[key]
+                new = _stamped(record, raw_user, stored)
+                if stored is None or _material(new) != _material(stored[1]):
+                    after[key] = render_fact(new)
+                    upserted.append(new)
+            for key in changes.deletes:
+                if current[key] is None:
+                    raise FactNotFoundError(key[1])
+                after[key] = None
+            after = {key: data for key, data in after.items() if data != _bytes(current[key])}
+            summaries = _changed_summaries(manifest.document, changes.summaries)
+            if not after and not summaries:
+                return CommitResult(
+                    manifest.revision, None, manifest.document.get("lastUpdated", "")
+                )
+            return self._commit(
+                paths, raw_user, manifest, changes, current, after, summaries, upserted, now
+            )
+
+    def _commit(
+        self,
+        paths: UserPaths,
+        raw_user: str,
+        manifest: _Manifest,
+        changes: ChangeSet,
+        current: Mapping[FactKey, tuple[bytes, dict[str, Any]] | None],
+        after: dict[FactKey, bytes | None],
+        summaries: dict[str, dict[str, str]],
+        upserted: list[dict[str, Any]],
+        now: str,
+    ) -> CommitResult:
+        revision = manifest.revision + 1
+        change_id = f"chg_{uuid.uuid4().hex}"
+        document = json.loads(json.dumps(manifest.document))
+        before_summaries: dict[str, dict[str, str]] = {}
+        for part, sections in summaries.items():
+            for section, text in sections.items():
+                before_summaries.setdefault(part, {})[section] = document[part][section]["summary"]
+                document[part][section] = {"summary": text, "updatedAt": now}
+        document.update(
+            version=DOCUMENT_VERSION, revision=revision, lastUpdated=now, userId=raw_user
+        )
+        entry = {
+            "change_id": change_id,
+            "at": now,
+            "actor": changes.actor,
+            "reason": changes.reason,
+            "revision": revision,
+            "reverts": changes.reverts,
+            "before": _history_side(before_summaries, {k: _bytes(current[k]) for k in after}),
+            "after": _history_side(summaries, after),
+        }
+        history_line = (json.dumps(entry, ensure_ascii=False) + "\n").encode("utf-8")
+        files = {key: paths.fact_file(*key) for key in after}
+        Journal(
+            operation_id=change_id,
+            previous_revision=manifest.revision,
+            next_revision=revision,
+            entries=tuple(
+                JournalEntry(str(files[key].relative_to(paths.dir)), _bytes(current[key]))
+                for key in after
+            ),
+            history_line=history_line,
+        ).write(paths.journal)
+        touched_dirs: set[Path] = set()
+        for key, data in after.items():
+            touched_dirs |= _ensure_dir(files[key].parent, paths.dir)
+            touched_dirs.add(files[key].parent)
+            if data is None:
+                files[key].unlink()
+            else:
+                atomic_write(files[key], data, sync_dir=False)
+        for directory in touched_dirs:
+            fsync_dir(directory)
+        new_manifest = (json.dumps(document, ensure_ascii=False, indent=2) + "\n").encode("utf-8")
+        atomic_write(paths.manifest, new_manifest, sync_dir=False)
+        append_line(paths.history, history_line)
+        fsync_dir(paths.dir)
+        paths.journal.unlink()
+        self._update_cache(paths.user_key, manifest.raw, new_manifest, after, upserted)
+        return CommitResult(
+            revision=revision,
+            change_id=change_id,
+            last_updated=now,
+            upserted=tuple(upserted),
+            deleted=tuple(key for key, data in after.items() if data is None),
+        )
+
+    def _stored(
+        self, paths: UserPaths, raw_user: str, key: FactKey
+    ) -> tuple[bytes, dict[str, Any]] | None:
+        path = paths.fact_file(*key)
+        try:
+            data = path.read_bytes()
+        except FileNotFoundError:
+            return None
+        return data, parse_fact(data, path, user_id=raw_user, bucket=key[0])
+
+    def _update_cache(
+        self,
+        user_key: str,
+        old_manifest: bytes,
+        new_manifest: bytes,
+        after: Mapping[FactKey, bytes | None],
+        upserted: list[dict[str, Any]],
+    ) -> None:
+        """Carry cached buckets over to the new revision instead of re-reading every file."""
+        records = {(record["agent_name"], record["id"]): record for record in upserted}
+        for (cached_user, bucket), cached in list(self._buckets.items()):
+            if cached_user != user_key:
+                continue
+            if cached.manifest != old_manifest:
+                del self._buckets[(cached_user, bucket)]  # already stale: read it again
+                continue
+            facts = dict(cached.facts)
+            for key, data in after.items():
+                if key[0] == bucket:
+                    if data is None:
+                        facts.pop(key[1], None)
+                    else:
+                        facts[key[1]] = records[key]
+            self._buckets[(cached_user, bucket)] = _Bucket(new_manifest, facts)
+
+
+def _check_preconditions(
+    changes: ChangeSet,
+    revision: int,
+    current: Mapping[FactKey, tuple[bytes, dict[str, Any]] | None],
+    paths: UserPaths,
+) -> None:
+    for key, wanted in changes.preconditions.items():
+        stored = current.get(key)
+        have = None if stored is None else stored[1]["revision"]
+        if have != wanted:
+            raise MemoryConflictError(
+                f"fact {key[1]} changed concurrently (revision {have}, expected {wanted}); "
+                "reload and retry"
+            )
+    if changes.expected_revision is None or changes.expected_revision == revision:
+        return
+    point_operation = changes.rebase and not changes.summaries
+    if point_operation and changes.touched() <= set(changes.preconditions):
+        return
+    raise MemoryConflictError(
+        f"memory of {paths.user_key} changed concurrently (revision {revision}, expected "
+        f"{changes.expected_revision}); reload and retry"
+    )
+
+
+def _stamped(
+    record: Mapping[str, Any], raw_user: str, current: tuple[bytes, dict[str, Any]] | None
+) -> dict[str, Any]:
+    stamped = dict(record)
+    stamped.setdefault("status", "active")
+    stamped.update(user_id=raw_user, schemaVersion=SCHEMA_VERSION)
+    stamped["revision"] = 1 if current is None else current[1]["revision"] + 1
+    return stamped
+
+
+def _material(record: Mapping[str, Any]) -> dict[str, Any]:
+    return {key: value for key, value in record.items() if key not in _BOOKKEEPING}
+
+
+def _bytes(stored: tuple[bytes, dict[str, Any]] | None) -> bytes | None:
+    return None if stored is None else stored[0]
+
+
+def _changed_summaries(
+    document: Mapping[str, Any], wanted: Mapping[str, Mapping[str, str]]
+) -> dict[str, dict[str, str]]:
+    changed: dict[str, dict[str, str]] = {}
+    for part, sections in wanted.items():
+        for section, text in sections.items():
+            if part not in ("user", "history") or section not in document[part]:
+                raise ValueError(f"summaries: unknown section {part}.{section}")
+            if document[part][section]["summary"] != text:
+                changed.setdefault(part, {})[section] = text
+    return changed
+
+
+def _history_side(
+    summaries: dict[str, dict[str, str]], files: Mapping[FactKey, bytes | None]
+) -> dict[str, Any]:
+    return {
+        "summaries": summaries,
+        "facts": [
+            {"agent": key[0], "id": key[1], "file": None if data is None else data.decode("utf-8")}
+            for key, data in files.items()
+        ],
+    }
+
+
+def _fact_files(facts_dir: Path) -> Iterator[Path]:
+    if not facts_dir.is_dir():
+        return
+    for shard in sorted(facts_dir.iterdir()):
+        if shard.is_dir():
+            yield from sorted(shard.glob("fact_*.md"))
+
+
+def _buckets_of(paths: UserPaths) -> tuple[str, ...]:
+    if not paths.agents.is_dir():
+        return ()
+    return tuple(
+        sorted(entry.name for entry in paths.agents.iterdir() if (entry / "facts").is_dir())
+    )
+
+
+def _ensure_dir(directory: Path, stop: Path) -> set[Path]:
+    """Create `directory` below `stop`; return the directories that gained an entry (to fsync)."""
+    if directory.is_dir():
+        return set()
+    below_stop = [directory, *(p for p in directory.parents if stop in p.parents)]
+    missing = [p for p in below_stop if not p.is_dir()]
+    directory.mkdir(parents=True, exist_ok=True)
+    return {p.parent for p in missing}

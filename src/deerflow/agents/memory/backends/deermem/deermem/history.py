@@ -1,0 +1,99 @@
+"""The audit log as users see it, and the change that undoes an entry (SPEC §9.2)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from deerflow.agents.memory.backends.deermem.deermem.core.changes import ChangeSet, FactKey
+from deerflow.agents.memory.backends.deermem.deermem.core.factfile import parse_fact, public_fact
+from deerflow.agents.memory.manager import MemoryConflictError
+
+__all__ = ["public_entry", "revert_changes", "touches_bucket"]
+
+
+def touches_bucket(entry: Mapping[str, Any], bucket: str) -> bool:
+    """Whether an entry changed this bucket's facts or the user's shared summaries."""
+    sides = (entry["before"], entry["after"])
+    return any(side["summaries"] for side in sides) or any(
+        fact["agent"] == bucket for side in sides for fact in side["facts"]
+    )
+
+
+def _facts(side: Mapping[str, Any], user_id: str) -> list[dict[str, Any]]:
+    return [
+        public_fact(_parse(fact, user_id)) | {"agent_name": fact["agent"]}
+        for fact in side["facts"]
+        if fact["file"] is not None
+    ]
+
+
+def _parse(fact: Mapping[str, Any], user_id: str) -> dict[str, Any]:
+    path = Path(fact["agent"]) / f"{fact['id']}.md"
+    return parse_fact(fact["file"].encode("utf-8"), path, user_id=user_id, bucket=fact["agent"])
+
+
+def public_entry(entry: Mapping[str, Any], user_id: str) -> dict[str, Any]:
+    """An audit entry with the facts on each side as fact dicts instead of file text."""
+    return {
+        "change_id": entry["change_id"],
+        "at": entry["at"],
+        "actor": entry["actor"],
+        "reason": entry["reason"],
+        "revision": entry["revision"],
+        "reverts": entry.get("reverts"),
+        "before": {
+            "summaries": entry["before"]["summaries"],
+            "facts": _facts(entry["before"], user_id),
+        },
+        "after": {
+            "summaries": entry["after"]["summaries"],
+            "facts": _facts(entry["after"], user_id),
+        },
+    }
+
+
+def revert_changes(
+    entries: Sequence[Mapping[str, Any]],
+    change_id: str,
+    user_id: str,
+    snapshot_revision: int,
+    summaries: Mapping[str, Mapping[str, Mapping[str, str]]],
+) -> ChangeSet:
+    """The change set that restores what `change_id` changed.
+
+    It only applies while every fact it touches is still as that change left it (checked by
+    revision when the change set commits).
+
+    Raises:
+        ValueError: no such change, or it was already reverted.
+        MemoryConflictError: a summary it changed has changed again since.
+    """
+    entry = next((e for e in entries if e["change_id"] == change_id), None)
+    if entry is None:
+        raise ValueError(f"change_id: no change {change_id!r} in this user's history")
+    undone_by = next((e["change_id"] for e in entries if e.get("reverts") == change_id), None)
+    if undone_by is not None:
+        raise ValueError(f"change {change_id} was already reverted by {undone_by}")
+    for part, sections in entry["after"]["summaries"].items():
+        for section, text in sections.items():
+            if summaries[part][section]["summary"] != text:
+                raise MemoryConflictError(
+                    f"summary {part}.{section} changed after {change_id}; revert refused"
+                )
+    raw_writes: dict[FactKey, bytes | None] = {}
+    preconditions: dict[FactKey, int | None] = {}
+    for before, after in zip(entry["before"]["facts"], entry["after"]["facts"], strict=True):
+        key = (before["agent"], before["id"])
+        raw_writes[key] = None if before["file"] is None else before["file"].encode("utf-8")
+        preconditions[key] = None if after["file"] is None else _parse(after, user_id)["revision"]
+    return ChangeSet(
+        actor="revert",
+        reason=f"revert of {change_id} ({entry['reason']})",
+        summaries=entry["before"]["summaries"],
+        raw_writes=raw_writes,
+        expected_revision=snapshot_revision,
+        preconditions=preconditions,
+        reverts=change_id,
+    )

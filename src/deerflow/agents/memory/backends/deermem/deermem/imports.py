@@ -1,0 +1,131 @@
+"""Turning an imported memory document into one change that replaces a bucket (SPEC §5.2)."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Mapping
+from typing import Any
+
+from deerflow.agents.memory.backends.deermem.deermem.core.changes import ChangeSet, MemorySnapshot
+from deerflow.agents.memory.backends.deermem.deermem.core.paths import FACT_ID_PATTERN
+from deerflow.agents.memory.backends.deermem.deermem.core.scrub import refuse_secrets
+from deerflow.agents.memory.backends.deermem.deermem.governance import normalized
+from deerflow.agents.memory.manager import (
+    utc_now,
+    validate_category,
+    validate_confidence,
+    validate_content,
+)
+
+__all__ = ["imported_changes"]
+
+_SOURCE_TYPES = ("manual", "consolidation", "import", "conversation", "unknown")
+
+# Optional fact fields an import may carry over as they are.
+_CARRIED = ("sourceError", "expected_valid_days", "lastConfirmedAt", "confirmationCount",
+            "consolidatedFrom", "topics", "event_time")  # fmt: skip
+
+
+def imported_changes(data: Any, snapshot: MemorySnapshot, *, max_facts: int) -> ChangeSet:
+    """The change that makes the user's summaries and this bucket's facts equal to `data`.
+
+    Sections missing from `data` become empty; facts not in `data` are removed.
+
+    Raises:
+        ValueError: naming the first bad field (`facts[3].confidence: ...`); nothing is written.
+    """
+    if not isinstance(data, Mapping):
+        raise ValueError("import: the document must be a JSON object")
+    summaries = {
+        part: {section: _summary(data, part, section) for section in sections}
+        for part, sections in snapshot.summaries.items()
+    }
+    facts = data.get("facts", [])
+    if not isinstance(facts, list):
+        raise ValueError("facts: must be a list")
+    if len(facts) > max_facts:
+        raise ValueError(f"facts: {len(facts)} facts exceed max_facts={max_facts}")
+    now = utc_now()
+    records: dict[str, dict[str, Any]] = {}
+    seen: dict[str, int] = {}
+    for number, raw in enumerate(facts):
+        record = _record(raw, number, snapshot, now)
+        content_key = normalized(record["content"])
+        if content_key in seen:
+            raise ValueError(f"facts[{number}]: same content as facts[{seen[content_key]}]")
+        if record["id"] in records:
+            raise ValueError(f"facts[{number}].id: {record['id']!r} appears twice")
+        seen[content_key] = number
+        records[record["id"]] = record
+    return ChangeSet(
+        actor="import",
+        reason=f"import_memory ({len(records)} facts into {snapshot.bucket})",
+        summaries=summaries,
+        upserts=list(records.values()),
+        deletes=[
+            (snapshot.bucket, fact_id) for fact_id in snapshot.facts if fact_id not in records
+        ],
+        expected_revision=snapshot.revision,
+    )
+
+
+def _summary(data: Mapping[str, Any], part: str, section: str) -> str:
+    sections = data.get(part) or {}
+    if not isinstance(sections, Mapping):
+        raise ValueError(f"{part}: must be an object")
+    entry = sections.get(section)
+    if entry is None:
+        return ""
+    summary = entry.get("summary", "") if isinstance(entry, Mapping) else entry
+    if not isinstance(summary, str):
+        raise ValueError(f"{part}.{section}.summary: must be text")
+    refuse_secrets(summary, field=f"{part}.{section}.summary")
+    return summary.strip()
+
+
+def _record(raw: Any, number: int, snapshot: MemorySnapshot, now: str) -> dict[str, Any]:
+    where = f"facts[{number}]"
+    if not isinstance(raw, Mapping):
+        raise ValueError(f"{where}: must be an object")
+    try:
+        content = validate_content(raw.get("content"))
+        refuse_secrets(content)
+        category = validate_category(raw.get("category", "context"))
+        confidence = validate_confidence(raw.get("confidence", 0.5))
+    except ValueError as exc:
+        raise ValueError(f"{where}.{exc}") from None
+    fact_id = raw.get("id")
+    if not (isinstance(fact_id, str) and FACT_ID_PATTERN.match(fact_id)):
+        existing = next(
+            (
+                f["id"]
+                for f in snapshot.facts.values()
+                if normalized(f["content"]) == normalized(content)
+            ),
+            None,
+        )
+        fact_id = existing or f"fact_{uuid.uuid4().hex}"
+    record: dict[str, Any] = {
+        "id": fact_id,
+        "category": category,
+        "confidence": confidence,
+        "createdAt": _text(raw.get("createdAt")) or now,
+        "updatedAt": _text(raw.get("updatedAt")) or now,
+        "source": _source(raw.get("source")),
+        "agent_name": snapshot.bucket,
+        "content": content,
+    }
+    record.update((key, raw[key]) for key in _CARRIED if raw.get(key) is not None)
+    return record
+
+
+def _text(value: Any) -> str | None:
+    return value if isinstance(value, str) and value else None
+
+
+def _source(value: Any) -> dict[str, str | None]:
+    """Keep the provenance an export carried: a thread id, or the kind of write."""
+    if isinstance(value, str) and value and value not in _SOURCE_TYPES:
+        return {"type": "conversation", "threadId": value}
+    kind = value if value in _SOURCE_TYPES and value != "unknown" else "import"
+    return {"type": kind, "threadId": None}

@@ -1,0 +1,559 @@
+"""`DeerMemMemoryManager`: the default backend, over files and a SQLite FTS5 index (SPEC §5)."""
+
+from __future__ import annotations
+
+import copy
+import json
+import logging
+import sqlite3
+import threading
+import uuid
+from collections.abc import Callable, Iterator, Mapping
+from pathlib import Path
+from typing import Any, ClassVar, Final, Self, TypeVar
+
+from pydantic import PrivateAttr
+
+from deerflow.agents.memory.backends.deermem.deermem.config import DeerMemConfig, parse_config
+from deerflow.agents.memory.backends.deermem.deermem.context import (
+    ContextFact,
+    format_context,
+    rank_for_query,
+)
+from deerflow.agents.memory.backends.deermem.deermem.core.changes import (
+    ChangeSet,
+    CommitResult,
+    MemorySnapshot,
+)
+from deerflow.agents.memory.backends.deermem.deermem.core.factfile import (
+    public_fact,
+    read_fact_file,
+    render_fact,
+)
+from deerflow.agents.memory.backends.deermem.deermem.core.index import (
+    IndexedFact,
+    RetrievalIndex,
+)
+from deerflow.agents.memory.backends.deermem.deermem.core.paths import (
+    DEFAULT_USER,
+    bucket_name,
+    safe_user_id,
+    validate_fact_id,
+)
+from deerflow.agents.memory.backends.deermem.deermem.core.scrub import refuse_secrets
+from deerflow.agents.memory.backends.deermem.deermem.core.storage import (
+    FileMemoryStorage,
+    MemoryStorage,
+)
+from deerflow.agents.memory.backends.deermem.deermem.core.tokens import TokenCounter
+from deerflow.agents.memory.backends.deermem.deermem.governance import (
+    capacity_evictions,
+    refuse_duplicate,
+)
+from deerflow.agents.memory.backends.deermem.deermem.history import (
+    public_entry,
+    revert_changes,
+    touches_bucket,
+)
+from deerflow.agents.memory.backends.deermem.deermem.imports import imported_changes
+from deerflow.agents.memory.manager import (
+    FactNotFoundError,
+    MemoryConflictError,
+    MemoryManager,
+    MemoryMode,
+    MemoryUnsupportedError,
+    import_object,
+    utc_now,
+    validate_category,
+    validate_confidence,
+    validate_content,
+)
+
+__all__ = ["DeerMemMemoryManager", "load_storage"]
+
+logger = logging.getLogger(__name__)
+
+# Snapshot-derived writes (create with capacity, clear, import, revert) recompute on conflict.
+MAX_ATTEMPTS: Final = 5
+CONTEXT_CACHE_SIZE: Final = 4096
+T = TypeVar("T")
+
+
+def load_storage(config: DeerMemConfig) -> MemoryStorage:
+    """The storage layer: `FileMemoryStorage`, or `config.storage_class` built as `cls(config)`.
+
+    Raises:
+        ValueError: the class cannot be imported, is not a `MemoryStorage`, or fails to build.
+    """
+    if config.storage_class is None:
+        return FileMemoryStorage(config)
+    try:
+        cls = import_object(config.storage_class)
+        if not (isinstance(cls, type) and issubclass(cls, MemoryStorage)):
+            raise TypeError(f"{cls!r} is not a MemoryStorage subclass")
+        storage: MemoryStorage = cls(config)
+    except Exception as exc:
+        raise ValueError(
+            f"backend_config.storage_class={config.storage_class!r} failed to load: "
+            f"{type(exc).__name__}: {exc}. Refusing to silently fall back because memory is "
+            "persistent state."
+        ) from exc
+    return storage
+
+
+class DeerMemMemoryManager(MemoryManager):
+    """Memory in Markdown files and JSON summaries under `storage_path`, searched through FTS5."""
+
+    supports_search: ClassVar[bool] = True
+
+    _config: DeerMemConfig = PrivateAttr()
+    _storage: MemoryStorage = PrivateAttr()
+    _index: RetrievalIndex = PrivateAttr()
+    _tokens: TokenCounter = PrivateAttr()
+    # (user, bucket) → (revision, text): the last injection text, reused while nothing changed.
+    _context_cache: dict[tuple[str, str], tuple[int, str]] = PrivateAttr(default_factory=dict)
+    _cache_lock: threading.Lock = PrivateAttr(default_factory=threading.Lock)
+
+    @classmethod
+    def from_config(
+        cls, backend_config: dict[str, Any], *, mode: MemoryMode = "middleware", **host_hooks: Any
+    ) -> Self:
+        return cls(backend_config=backend_config, mode=mode, callbacks=host_hooks.get("callbacks"))
+
+    def __init__(self, /, **data: Any) -> None:
+        # Set up after pydantic's validation, so a bad setting surfaces as a plain ValueError.
+        super().__init__(**data)
+        self._config = parse_config(self.backend_config)
+        self._storage = load_storage(self._config)
+        self._index = RetrievalIndex(
+            Path(self._config.storage_path) / ".retrieval" / "index.sqlite3"
+        )
+        self._tokens = TokenCounter()
+
+    @property
+    def storage(self) -> MemoryStorage:
+        """The storage layer, for tools that work below the contract (migration, reindex)."""
+        return self._storage
+
+    # -- writes through the pipeline (SPEC §5.6) ---------------------------------------------
+
+    def add(
+        self,
+        thread_id: str,
+        messages: list[Any],
+        *,
+        agent_name: str | None = None,
+        user_id: str | None = None,
+        trace_id: str | None = None,
+    ) -> None:
+        # Extraction needs the durable queue and the LLM pipeline; until they exist, refuse
+        # loudly rather than accept a conversation and drop it.
+        raise MemoryUnsupportedError(type(self).__name__, "add")
+
+    # -- reads ---------------------------------------------------------------------------------
+
+    def get_memory(
+        self, *, user_id: str | None = None, agent_name: str | None = None
+    ) -> dict[str, Any]:
+        return _document(self._storage.load(user_id, agent_name))
+
+    def export_memory(
+        self, *, user_id: str | None = None, agent_name: str | None = None
+    ) -> dict[str, Any]:
+        return self.get_memory(user_id=user_id, agent_name=agent_name)
+
+    def reload_memory(
+        self, *, user_id: str | None = None, agent_name: str | None = None
+    ) -> dict[str, Any]:
+        with self._cache_lock:
+            self._context_cache.clear()
+        return _document(self._storage.reload(user_id, agent_name))
+
+    def get_context(
+        self,
+        user_id: str | None,
+        *,
+        agent_name: str | None = None,
+        thread_id: str | None = None,
+        query: str | None = None,
+    ) -> str:
+        snapshot = self._storage.load(user_id, agent_name)
+        relevant = bool(query and query.strip() and self._config.retrieval_relevance_enabled)
+        key = (safe_user_id(snapshot.user_id), snapshot.bucket)
+        if not relevant:
+            with self._cache_lock:
+                cached = self._context_cache.get(key)
+            if cached is not None and cached[0] == snapshot.revision:
+                return cached[1]
+        facts = sorted(
+            snapshot.facts.values(),
+            key=lambda f: (f["confidence"], f.get("updatedAt", "")),
+            reverse=True,
+        )
+        if relevant:
+            facts = rank_for_query(
+                facts,
+                query or "",
+                text_of=lambda f: str(f["content"]),
+                confidence_of=lambda f: float(f["confidence"]),
+                relevance_weight=self._config.retrieval_relevance_weight,
+                diversity_weight=self._config.retrieval_diversity_weight,
+            )
+        text = format_context(
+            snapshot.summaries,
+            [
+                ContextFact(f["content"], f["category"], f["confidence"], f.get("sourceError"))
+                for f in facts
+            ],
+            max_tokens=self._config.max_injection_tokens,
+            guaranteed_categories=self._config.guaranteed_categories,
+            guaranteed_token_budget=self._config.guaranteed_token_budget,
+            include_facts=self.mode == "middleware",
+            count_tokens=self._tokens.count,
+        )
+        if not relevant:
+            with self._cache_lock:
+                if len(self._context_cache) >= CONTEXT_CACHE_SIZE:
+                    self._context_cache.clear()
+                self._context_cache[key] = (snapshot.revision, text)
+        return text
+
+    def search(
+        self,
+        query: str,
+        top_k: int = 5,
+        *,
+        user_id: str | None = None,
+        agent_name: str | None = None,
+        category: str | None = None,
+    ) -> list[dict[str, Any]]:
+        if isinstance(top_k, bool) or not isinstance(top_k, int) or top_k < 1:
+            raise ValueError(f"top_k: must be a positive integer, got {top_k!r}")
+        if category is not None:
+            validate_category(category)
+        snapshot = self._storage.load(user_id, agent_name)
+        user_key = safe_user_id(snapshot.user_id)
+        if self._index.indexed_revision(user_key) != snapshot.revision:
+            self._reindex_user(snapshot)
+        hits = self._index.search(user_key, snapshot.bucket, query, category=category, limit=top_k)
+        found = []
+        for hit in hits:
+            record = snapshot.facts.get(hit.fact_id)
+            if record is None:  # the index ran ahead of this snapshot; it heals on the next commit
+                continue
+            found.append(public_fact(dict(record)) | {"score": hit.score})
+        return found
+
+    # -- fact CRUD -----------------------------------------------------------------------------
+
+    def create_fact(
+        self,
+        content: str,
+        category: str = "context",
+        confidence: float = 0.5,
+        *,
+        user_id: str | None = None,
+        agent_name: str | None = None,
+    ) -> tuple[dict[str, Any], str | None]:
+        text = validate_content(content)
+        refuse_secrets(text)
+        category = validate_category(category)
+        confidence = validate_confidence(confidence)
+
+        def attempt() -> tuple[dict[str, Any], str | None]:
+            snapshot = self._storage.load(user_id, agent_name)
+            refuse_duplicate(snapshot.facts.values(), text)
+            now = utc_now()
+            record: dict[str, Any] = {
+                "id": f"fact_{uuid.uuid4().hex}",
+                "category": category,
+                "confidence": confidence,
+                "createdAt": now,
+                "updatedAt": now,
+                "source": {"type": "manual", "threadId": None},
+                "agent_name": snapshot.bucket,
+                "content": text,
+            }
+            evicted = capacity_evictions(snapshot.facts, record, self._config.max_facts)
+            changes = ChangeSet(
+                actor="manual",
+                reason="create_fact"
+                + (f"; capacity evicted {', '.join(evicted)}" if evicted else ""),
+                upserts=[record],
+                deletes=[(snapshot.bucket, fact_id) for fact_id in evicted],
+                expected_revision=snapshot.revision,
+            )
+            self._commit(snapshot.user_id, changes)
+            return self.get_memory(user_id=user_id, agent_name=agent_name), record["id"]
+
+        return _retrying(attempt)
+
+    def update_fact(
+        self,
+        fact_id: str,
+        content: str | None = None,
+        category: str | None = None,
+        confidence: float | None = None,
+        *,
+        user_id: str | None = None,
+        agent_name: str | None = None,
+    ) -> dict[str, Any]:
+        snapshot, current = self._existing(fact_id, user_id, agent_name)
+        updated = dict(current)
+        if content is not None:
+            updated["content"] = validate_content(content)
+            refuse_secrets(updated["content"])
+            refuse_duplicate(snapshot.facts.values(), updated["content"], ignore_id=fact_id)
+        if category is not None:
+            updated["category"] = validate_category(category)
+        if confidence is not None:
+            updated["confidence"] = validate_confidence(confidence)
+        if updated != current:
+            updated["updatedAt"] = utc_now()
+            self._commit(
+                snapshot.user_id,
+                ChangeSet(
+                    actor="manual",
+                    reason="update_fact",
+                    upserts=[updated],
+                    expected_revision=snapshot.revision,
+                    preconditions={(snapshot.bucket, fact_id): current["revision"]},
+                    rebase=True,
+                ),
+            )
+        return self.get_memory(user_id=user_id, agent_name=agent_name)
+
+    def delete_fact(
+        self, fact_id: str, *, user_id: str | None = None, agent_name: str | None = None
+    ) -> dict[str, Any]:
+        snapshot, current = self._existing(fact_id, user_id, agent_name)
+        self._commit(
+            snapshot.user_id,
+            ChangeSet(
+                actor="manual",
+                reason="delete_fact",
+                deletes=[(snapshot.bucket, fact_id)],
+                expected_revision=snapshot.revision,
+                preconditions={(snapshot.bucket, fact_id): current["revision"]},
+                rebase=True,
+            ),
+        )
+        return self.get_memory(user_id=user_id, agent_name=agent_name)
+
+    def clear_memory(
+        self, *, user_id: str | None = None, agent_name: str | None = None
+    ) -> dict[str, Any]:
+        def attempt() -> dict[str, Any]:
+            snapshot = self._storage.load(user_id, agent_name)
+            buckets = [snapshot.bucket] if agent_name is not None else list(snapshot.buckets)
+            deletes = [
+                (bucket, fact_id)
+                for bucket in buckets
+                for fact_id in self._storage.load(user_id, _agent(bucket)).facts
+            ]
+            summaries = (
+                {}
+                if agent_name is not None
+                else {
+                    part: dict.fromkeys(sections, "")
+                    for part, sections in snapshot.summaries.items()
+                }
+            )
+            scope = f"agent {snapshot.bucket}" if agent_name is not None else "all agents"
+            changes = ChangeSet(
+                actor="clear",
+                reason=f"clear_memory ({scope})",
+                summaries=summaries,
+                deletes=deletes,
+                expected_revision=snapshot.revision,
+            )
+            self._commit(snapshot.user_id, changes)
+            return self.get_memory(user_id=user_id, agent_name=agent_name)
+
+        return _retrying(attempt)
+
+    def import_memory(
+        self, data: dict[str, Any], *, user_id: str | None = None, agent_name: str | None = None
+    ) -> dict[str, Any]:
+        def attempt() -> dict[str, Any]:
+            snapshot = self._storage.load(user_id, agent_name)
+            changes = imported_changes(data, snapshot, max_facts=self._config.max_facts)
+            self._commit(snapshot.user_id, changes)
+            return self.get_memory(user_id=user_id, agent_name=agent_name)
+
+        return _retrying(attempt)
+
+    # -- audit log and undo (SPEC §9.2) ----------------------------------------------------------
+
+    def get_history(
+        self, *, user_id: str | None = None, agent_name: str | None = None, limit: int = 100
+    ) -> list[dict[str, Any]]:
+        bucket = bucket_name(agent_name)
+        raw_user = DEFAULT_USER if user_id is None else user_id
+        entries = [e for e in self._storage.read_history(raw_user) if touches_bucket(e, bucket)]
+        return [public_entry(entry, raw_user) for entry in reversed(entries[-limit:])]
+
+    def revert_change(self, change_id: str, *, user_id: str | None = None) -> dict[str, Any]:
+        raw_user = DEFAULT_USER if user_id is None else user_id
+
+        def attempt() -> dict[str, Any]:
+            snapshot = self._storage.load(raw_user, None)
+            entries = self._storage.read_history(raw_user)
+            changes = revert_changes(
+                entries, change_id, raw_user, snapshot.revision, snapshot.summaries
+            )
+            result = self._commit(raw_user, changes)
+            recorded = next(
+                e
+                for e in self._storage.read_history(raw_user)
+                if e["change_id"] == result.change_id
+            )
+            return public_entry(recorded, raw_user)
+
+        return _retrying(attempt)
+
+    # -- DeerMem's own tools (CLI, gateway) -------------------------------------------------------
+
+    def reindex(self, progress: Callable[[int], None] | None = None) -> int:
+        """Rebuild the whole retrieval index from the files; return how many facts it holds.
+
+        Raises:
+            MemoryUnsupportedError: the storage cannot list its users.
+        """
+        storage = self._storage
+        if not isinstance(storage, FileMemoryStorage):
+            raise MemoryUnsupportedError(type(storage).__name__, "reindex")
+
+        def users() -> Iterator[tuple[str, int, Iterator[IndexedFact]]]:
+            for user_id in storage.user_ids():
+                snapshot = storage.reload(user_id, None)
+                yield safe_user_id(user_id), snapshot.revision, self._user_facts(snapshot)
+
+        return self._index.rebuild(users(), progress=progress)
+
+    def export_markdown(
+        self, destination: Path, *, user_id: str | None = None, agent_name: str | None = None
+    ) -> int:
+        """Write the summaries (`memory.json`) and one Markdown file per fact into `destination`.
+
+        Returns the number of facts written. `import_markdown` reads the folder back.
+        """
+        document = self.export_memory(user_id=user_id, agent_name=agent_name)
+        snapshot = self._storage.load(user_id, agent_name)
+        destination.mkdir(parents=True, exist_ok=True)
+        summaries = {key: document[key] for key in ("version", "user", "history")}
+        (destination / "memory.json").write_text(json.dumps(summaries, indent=2, ensure_ascii=False))
+        facts = destination / "facts"
+        facts.mkdir(exist_ok=True)
+        for fact_id, record in snapshot.facts.items():
+            (facts / f"{fact_id}.md").write_bytes(render_fact(dict(record)))
+        return len(snapshot.facts)
+
+    def import_markdown(
+        self, source: Path, *, user_id: str | None = None, agent_name: str | None = None
+    ) -> dict[str, Any]:
+        """Replace the summaries and the bucket's facts with a folder made by `export_markdown`.
+
+        Raises:
+            ValueError: the folder is not an export, or a fact in it is invalid.
+        """
+        manifest = source / "memory.json"
+        if not manifest.is_file():
+            raise ValueError(f"{source}: not a DeerMem Markdown export (no memory.json)")
+        try:
+            document = json.loads(manifest.read_text(encoding="utf-8"))
+        except ValueError as exc:
+            raise ValueError(f"{manifest}: {exc}") from None
+        document["facts"] = [
+            public_fact(read_fact_file(path)) for path in sorted((source / "facts").glob("*.md"))
+        ]
+        return self.import_memory(document, user_id=user_id, agent_name=agent_name)
+
+    # -- lifecycle -------------------------------------------------------------------------------
+
+    def warm(self) -> bool:
+        """Load the tokenizer so that the first `get_context` does not pay for it."""
+        return self._tokens.load()
+
+    def close(self) -> None:
+        self._index.close()
+
+    # -- internals -------------------------------------------------------------------------------
+
+    def _existing(
+        self, fact_id: str, user_id: str | None, agent_name: str | None
+    ) -> tuple[MemorySnapshot, dict[str, Any]]:
+        validate_fact_id(fact_id)
+        snapshot = self._storage.load(user_id, agent_name)
+        current = snapshot.facts.get(fact_id)
+        if current is None:
+            raise FactNotFoundError(fact_id)
+        return snapshot, dict(current)
+
+    def _commit(self, user_id: str, changes: ChangeSet) -> CommitResult:
+        result = self._storage.save(user_id, changes)
+        if result.change_id is not None:
+            self._update_index(safe_user_id(user_id), result)
+        return result
+
+    def _update_index(self, user_key: str, result: CommitResult) -> None:
+        try:
+            self._index.apply(
+                user_key,
+                result.revision,
+                [_indexed(record) for record in result.upserted],
+                list(result.deleted),
+            )
+        except sqlite3.Error:
+            # The files are the truth and the commit has happened; the index catches up on the
+            # next search of this user.
+            logger.warning(
+                "retrieval index update failed for %s; marked dirty", user_key, exc_info=True
+            )
+            self._index.mark_dirty(user_key)
+
+    def _reindex_user(self, snapshot: MemorySnapshot) -> None:
+        user_key = safe_user_id(snapshot.user_id)
+        self._index.replace_user(user_key, snapshot.revision, self._user_facts(snapshot))
+
+    def _user_facts(self, snapshot: MemorySnapshot) -> Iterator[IndexedFact]:
+        for bucket in snapshot.buckets:
+            for record in self._storage.load(snapshot.user_id, _agent(bucket)).facts.values():
+                yield _indexed(record)
+
+
+def _agent(bucket: str) -> str | None:
+    """The agent name that selects `bucket`."""
+    return None if bucket == bucket_name(None) else bucket
+
+
+def _indexed(record: Mapping[str, Any]) -> IndexedFact:
+    return IndexedFact(
+        agent=record["agent_name"],
+        fact_id=record["id"],
+        content=record["content"],
+        category=record["category"],
+        confidence=float(record["confidence"]),
+        updated_at=str(record.get("updatedAt", "")),
+    )
+
+
+def _document(snapshot: MemorySnapshot) -> dict[str, Any]:
+    return {
+        "version": "2.0",
+        "revision": snapshot.revision,
+        "lastUpdated": snapshot.last_updated,
+        "user": copy.deepcopy(dict(snapshot.summaries["user"])),
+        "history": copy.deepcopy(dict(snapshot.summaries["history"])),
+        "facts": [public_fact(dict(snapshot.facts[i])) for i in sorted(snapshot.facts)],
+    }
+
+
+def _retrying(attempt: Callable[[], T]) -> T:
+    """Run a snapshot-derived write again on conflict, a bounded number of times."""
+    for _ in range(MAX_ATTEMPTS - 1):
+        try:
+            return attempt()
+        except MemoryConflictError:
+            continue
+    return attempt()

@@ -1,0 +1,352 @@
+"""DeerMem through the contract: layout, search, secrets, capacity, undo, custom storage."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from deerflow.agents.memory.backends.deermem import DeerMemMemoryManager
+from deerflow.agents.memory.backends.deermem.deermem.core import index as index_module
+from deerflow.agents.memory.backends.deermem.deermem.core.paths import UserPaths, safe_user_id
+from deerflow.agents.memory.backends.deermem.deermem.core.storage import FileMemoryStorage
+from deerflow.agents.memory.manager import (
+    DuplicateFactError,
+    FactEvictedError,
+    FactNotFoundError,
+    MemoryConflictError,
+    build_memory_manager,
+)
+from deerflow.config import MemoryConfig
+
+
+def make(root: Path, **settings: Any) -> DeerMemMemoryManager:
+    return DeerMemMemoryManager.from_config({"storage_path": str(root), **settings})
+
+
+def files_of(root: Path) -> dict[str, bytes]:
+    """Every memory file's bytes, lock files, journals and the derived index aside."""
+    return {
+        str(p.relative_to(root)): p.read_bytes()
+        for p in root.rglob("*")
+        if p.is_file() and ".retrieval" not in p.parts and p.name not in (".memory.lock",)
+        and p.name != "history.jsonl"
+    }
+
+
+def test_is_the_default_backend_through_the_factory(tmp_path: Path) -> None:
+    manager = build_memory_manager(MemoryConfig(), home=tmp_path)
+    assert isinstance(manager, DeerMemMemoryManager)
+
+
+def test_unknown_backend_keys_are_refused_with_the_dotted_path(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match=r"memory\.backend_config\.max_fact: Extra inputs"):
+        make(tmp_path, max_fact=10)
+    with pytest.raises(ValueError, match=r"memory\.backend_config\.max_facts: .*less than or equal to 500"):
+        make(tmp_path, max_facts=501)
+
+
+def test_alice_layout_and_out_of_band_edit(tmp_path: Path) -> None:
+    manager = make(tmp_path)
+    doc, fact_id = manager.create_fact("Prefers uv over pip", "preference", 0.9, user_id="alice@example.com")
+    assert fact_id is not None
+    assert [f["id"] for f in doc["facts"]] == [fact_id]
+    paths = UserPaths(tmp_path, safe_user_id("alice@example.com"))
+    assert paths.manifest.is_file()
+    assert "facts" not in paths.manifest.read_text()
+    (fact_file,) = (paths.agents / "__default__" / "facts").glob("??/*.md")
+    assert fact_file.stem == fact_id
+    assert f"\nid: {fact_id}\n" in fact_file.read_text()
+    fact_file.write_text(fact_file.read_text().replace("uv over pip\n", "uv over pip and poetry\n", 1).replace(
+        "\nPrefers uv over pip\n", "\nPrefers uv over pip and poetry\n"))
+    reloaded = manager.reload_memory(user_id="alice@example.com")
+    assert reloaded["facts"][0]["content"] == "Prefers uv over pip and poetry"
+    assert manager.get_context("alice@example.com").endswith("Prefers uv over pip and poetry")
+
+
+@pytest.mark.parametrize(
+    ("query", "expected"),
+    [
+        ("don't", "I don't drink coffee after noon"),
+        ("e-mail", "Prefers e-mail over phone calls"),
+        ('"quoted phrase"', 'Calls it the "quoted phrase" rule'),
+        ("pnpm*", "Uses pnpm workspaces"),
+        ("用户喜欢喝茶", "用户喜欢喝茶，不喜欢咖啡"),
+        ("DEPLOY friday", "Never deploys on a Friday"),
+    ],
+)
+def test_search_handles_what_users_type(tmp_path: Path, query: str, expected: str) -> None:
+    manager = make(tmp_path)
+    for content in [
+        "I don't drink coffee after noon",
+        "Prefers e-mail over phone calls",
+        'Calls it the "quoted phrase" rule',
+        "Uses pnpm workspaces",
+        "用户喜欢喝茶，不喜欢咖啡",
+        "Never deploys on a Friday",
+        "Works in Lisbon",
+    ]:
+        manager.create_fact(content, user_id="u")
+    results = manager.search(query, user_id="u")
+    assert results, query
+    assert results[0]["content"] == expected
+    assert "score" in results[0]
+
+
+def test_search_never_crosses_scopes_even_with_identical_ids(tmp_path: Path) -> None:
+    manager = make(tmp_path)
+    shared_id = "fact_0123456789abcdef0123456789abcdef"
+    for user, agent in [("ann", None), ("ben", None), ("ann", "coder")]:
+        manager.import_memory(
+            {"facts": [{"id": shared_id, "content": f"secret plan of {user} {agent}"}]},
+            user_id=user,
+            agent_name=agent,
+        )
+    for user, agent in [("ann", None), ("ben", None), ("ann", "coder")]:
+        results = manager.search("secret plan", user_id=user, agent_name=agent, top_k=10)
+        assert [r["content"] for r in results] == [f"secret plan of {user} {agent}"]
+    assert manager.search("secret plan", user_id="carl") == []
+
+
+def test_search_filters_by_category_before_top_k(tmp_path: Path) -> None:
+    manager = make(tmp_path)
+    for i in range(8):
+        manager.create_fact(f"tea note {i}", "preference", 0.9, user_id="u")
+    manager.create_fact("tea allergy", "constraint", 0.3, user_id="u")
+    results = manager.search("tea", 1, user_id="u", category="constraint")
+    assert [r["content"] for r in results] == ["tea allergy"]
+    with pytest.raises(ValueError, match="category"):
+        manager.search("tea", user_id="u", category="gossip")
+    with pytest.raises(ValueError, match="top_k"):
+        manager.search("tea", 0, user_id="u")
+
+
+def test_index_failure_after_commit_heals_on_the_next_search(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    manager = make(tmp_path)
+    manager.create_fact("likes ramen", user_id="u")
+    manager.search("ramen", user_id="u")
+
+    def broken(*args: object, **kwargs: object) -> None:
+        raise sqlite3.OperationalError("disk I/O error")
+
+    monkeypatch.setattr(index_module.RetrievalIndex, "apply", broken)
+    manager.create_fact("likes udon", user_id="u")
+    monkeypatch.undo()
+    assert [r["content"] for r in manager.search("udon", user_id="u")] == ["likes udon"]
+
+
+def test_index_catches_up_with_writes_of_another_process(tmp_path: Path) -> None:
+    first, second = make(tmp_path), make(tmp_path)
+    first.create_fact("likes ramen", user_id="u")
+    assert second.search("ramen", user_id="u")
+    storage = FileMemoryStorage(first.storage.config)  # a writer that never touches the index
+    from deerflow.agents.memory.backends.deermem.deermem.core.changes import ChangeSet
+
+    snapshot = storage.load("u", None)
+    (fact_id,) = snapshot.facts
+    storage.save("u", ChangeSet(actor="t", reason="r", deletes=[("__default__", fact_id)]))
+    assert second.search("ramen", user_id="u") == []
+
+
+@pytest.mark.parametrize(
+    "content",
+    [
+        "my OpenAI key is sk-proj-Abcdefghijklmnopqrstuvwxyz0123",
+        "db password: hunter2hunter2",
+        "-----BEGIN RSA PRIVATE KEY-----\nMIIEow\n-----END RSA PRIVATE KEY-----",
+        "use postgresql://app:s3cretpass@db:5432/app",
+    ],
+)
+def test_secret_looking_content_is_refused_on_every_write_path(tmp_path: Path, content: str) -> None:
+    manager = make(tmp_path)
+    with pytest.raises(ValueError, match=r"content: refused, .*secrets are never stored"):
+        manager.create_fact(content, user_id="u")
+    _, fact_id = manager.create_fact("harmless", user_id="u")
+    with pytest.raises(ValueError, match="refused"):
+        manager.update_fact(fact_id or "", content=content, user_id="u")
+    with pytest.raises(ValueError, match=r"facts\[0\]\.content: refused"):
+        manager.import_memory({"facts": [{"content": content}]}, user_id="u")
+    assert [f["content"] for f in manager.get_memory(user_id="u")["facts"]] == ["harmless"]
+
+
+def test_crud_validation_and_errors(tmp_path: Path) -> None:
+    manager = make(tmp_path)
+    _, fact_id = manager.create_fact("Lives in Porto", "identity", 0.8, user_id="u")
+    assert fact_id
+    with pytest.raises(DuplicateFactError) as info:
+        manager.create_fact("  lives   in PORTO ", user_id="u")
+    assert info.value.existing_fact_id == fact_id
+    doc = manager.update_fact(fact_id, confidence=0.95, user_id="u")
+    (fact,) = doc["facts"]
+    assert (fact["content"], fact["category"], fact["confidence"]) == ("Lives in Porto", "identity", 0.95)
+    with pytest.raises(FactNotFoundError):
+        manager.update_fact("fact_00000000", content="x", user_id="u")
+    with pytest.raises(FactNotFoundError):
+        manager.delete_fact(fact_id, user_id="u", agent_name="other")
+    with pytest.raises(ValueError, match="fact_id"):
+        manager.delete_fact("../../etc", user_id="u")
+    with pytest.raises(ValueError, match="agent_name"):
+        manager.get_memory(user_id="u", agent_name="bad/agent")
+    assert manager.delete_fact(fact_id, user_id="u")["facts"] == []
+
+
+def test_capacity_evicts_the_weakest_and_reports_it(tmp_path: Path) -> None:
+    manager = make(tmp_path, max_facts=10)
+    ids = [manager.create_fact(f"fact number {i}", confidence=0.5 + i / 100, user_id="u")[1] for i in range(10)]
+    with pytest.raises(FactEvictedError, match="max_facts=10"):
+        manager.create_fact("weak fact", confidence=0.1, user_id="u")
+    assert len(manager.get_memory(user_id="u")["facts"]) == 10
+    doc, new_id = manager.create_fact("strong fact", confidence=0.99, user_id="u")
+    stored = {f["id"] for f in doc["facts"]}
+    assert new_id in stored
+    assert ids[0] not in stored
+    latest = manager.get_history(user_id="u", limit=1)[0]
+    assert f"capacity evicted {ids[0]}" in latest["reason"]
+    assert [f["id"] for f in latest["before"]["facts"]] == [ids[0]]
+
+
+def test_revert_restores_a_deleted_fact_byte_identically(tmp_path: Path) -> None:
+    manager = make(tmp_path)
+    _, fact_id = manager.create_fact("Deploys with Helm", "knowledge", 0.7, user_id="u")
+    path = UserPaths(tmp_path, "u").fact_file("__default__", fact_id or "")
+    original = path.read_bytes()
+    manager.delete_fact(fact_id or "", user_id="u")
+    deletion = manager.get_history(user_id="u", limit=1)[0]
+    assert deletion["actor"] == "manual"
+    assert deletion["after"]["facts"] == []
+    undo = manager.revert_change(deletion["change_id"], user_id="u")
+    assert undo["reverts"] == deletion["change_id"]
+    assert path.read_bytes() == original
+    with pytest.raises(ValueError, match="already reverted"):
+        manager.revert_change(deletion["change_id"], user_id="u")
+    with pytest.raises(ValueError, match="no change"):
+        manager.revert_change("chg_missing", user_id="u")
+    assert manager.search("Helm", user_id="u")[0]["id"] == fact_id
+
+
+def test_clear_then_revert_restores_everything(tmp_path: Path) -> None:
+    manager = make(tmp_path)
+    manager.import_memory(
+        {"user": {"workContext": {"summary": "Platform engineer"}}, "facts": [{"content": "likes Go"}]},
+        user_id="u",
+    )
+    manager.create_fact("reviews Rust code", user_id="u", agent_name="coder")
+    before = files_of(tmp_path / "users")
+    manager.clear_memory(user_id="u")
+    assert manager.get_memory(user_id="u")["facts"] == []
+    assert manager.get_memory(user_id="u", agent_name="coder")["facts"] == []
+    assert manager.get_memory(user_id="u")["user"]["workContext"]["summary"] == ""
+    clear = manager.get_history(user_id="u", limit=1)[0]
+    manager.revert_change(clear["change_id"], user_id="u")
+    after = files_of(tmp_path / "users")
+    manifest = next(k for k in before if k.endswith("memory.json"))
+    assert {k: v for k, v in after.items() if k != manifest} == {
+        k: v for k, v in before.items() if k != manifest
+    }
+    assert manager.get_memory(user_id="u")["user"]["workContext"]["summary"] == "Platform engineer"
+
+
+def test_revert_refuses_when_the_fact_changed_since(tmp_path: Path) -> None:
+    manager = make(tmp_path)
+    _, fact_id = manager.create_fact("Uses zsh", user_id="u")
+    manager.update_fact(fact_id or "", content="Uses fish", user_id="u")
+    update = manager.get_history(user_id="u", limit=1)[0]
+    manager.update_fact(fact_id or "", content="Uses nushell", user_id="u")
+    with pytest.raises(MemoryConflictError):
+        manager.revert_change(update["change_id"], user_id="u")
+
+
+def test_clear_one_agent_keeps_the_rest(tmp_path: Path) -> None:
+    manager = make(tmp_path)
+    manager.create_fact("default fact", user_id="u")
+    manager.create_fact("coder fact", user_id="u", agent_name="coder")
+    manager.clear_memory(user_id="u", agent_name="coder")
+    assert [f["content"] for f in manager.get_memory(user_id="u")["facts"]] == ["default fact"]
+    assert manager.get_memory(user_id="u", agent_name="coder")["facts"] == []
+
+
+def test_import_validates_everything_before_writing(tmp_path: Path) -> None:
+    manager = make(tmp_path)
+    manager.create_fact("keep me", user_id="u")
+    bad_documents = [
+        ({"facts": [{"content": "ok"}, {"content": "x", "confidence": 2}]}, r"facts\[1\]\.confidence"),
+        ({"facts": [{"content": "same"}, {"content": "SAME"}]}, r"facts\[1\]: same content as facts\[0\]"),
+        ({"facts": "nope"}, "facts: must be a list"),
+        ({"user": {"workContext": {"summary": 3}}}, r"user\.workContext\.summary"),
+        ([], "must be a JSON object"),
+    ]
+    for document, problem in bad_documents:
+        with pytest.raises(ValueError, match=problem):
+            manager.import_memory(document, user_id="u")  # type: ignore[arg-type]
+    assert [f["content"] for f in manager.get_memory(user_id="u")["facts"]] == ["keep me"]
+
+
+def test_json_and_markdown_exports_round_trip(tmp_path: Path) -> None:
+    manager = make(tmp_path / "a")
+    manager.import_memory(
+        {
+            "user": {"topOfMind": {"summary": "Launching v2"}},
+            "facts": [
+                {"content": "Prefers tabs", "category": "preference", "confidence": 0.8, "topics": ["style"]},
+                {"content": "Avoid force-push", "category": "correction", "confidence": 0.95,
+                 "sourceError": "force-pushed main"},
+            ],
+        },
+        user_id="u",
+    )
+    exported = manager.export_memory(user_id="u")
+    other = make(tmp_path / "b")
+    other.import_memory(exported, user_id="v")
+    assert other.export_memory(user_id="v")["facts"] == exported["facts"]
+    manager.export_markdown(tmp_path / "md", user_id="u")
+    third = make(tmp_path / "c")
+    third.import_markdown(tmp_path / "md", user_id="w", agent_name="coder")
+    imported = third.export_memory(user_id="w", agent_name="coder")
+    assert imported["facts"] == exported["facts"]
+    assert imported["user"]["topOfMind"]["summary"] == "Launching v2"
+
+
+def test_get_context_formats_within_budget_and_escapes(tmp_path: Path) -> None:
+    manager = make(tmp_path, max_injection_tokens=60)
+    manager.import_memory(
+        {
+            "user": {"workContext": {"summary": "Builds </memory> parsers & tools"}},
+            "facts": [
+                {"content": f"ordinary fact number {i} with some words", "confidence": 0.5}
+                for i in range(20)
+            ]
+            + [{"content": "Use pnpm, not npm", "category": "correction", "confidence": 0.97,
+                "sourceError": "used npm"}],
+        },
+        user_id="u",
+    )
+    context = manager.get_context("u")
+    assert context.startswith("User Context:\n- Work: Builds &lt;/memory&gt; parsers &amp; tools")
+    assert "- [correction | 0.97] Use pnpm, not npm (avoid: used npm)" in context
+    assert "</memory>" not in context
+    assert context.count("ordinary fact") < 20
+    assert manager.get_context("u") == context, "stable for prompt caches"
+    tool_mode = DeerMemMemoryManager.from_config({"storage_path": str(tmp_path)}, mode="tool")
+    assert "Facts:" not in tool_mode.get_context("u")
+    assert make(tmp_path).get_context("nobody") == ""
+
+
+def test_custom_storage_class(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    path = "deerflow.agents.memory.backends.deermem.deermem.core.storage.FileMemoryStorage"
+    assert isinstance(make(tmp_path, storage_class=path).storage, FileMemoryStorage)
+    for bad, detail in [
+        ("no.such.module.Storage", "ModuleNotFoundError"),
+        ("pathlib.Path", "is not a MemoryStorage subclass"),
+    ]:
+        with pytest.raises(ValueError) as info:
+            make(tmp_path, storage_class=bad)
+        message = str(info.value)
+        assert message.startswith(f"backend_config.storage_class={bad!r} failed to load: ")
+        assert detail in message
+        assert message.endswith(
+            "Refusing to silently fall back because memory is persistent state."
+        )

@@ -1,0 +1,373 @@
+"""FileMemoryStorage: layout, caching, corruption, conflicts, crash recovery, concurrency."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from deerflow.agents.memory.backends.deermem.deermem.core import atomic
+from deerflow.agents.memory.backends.deermem.deermem.core import storage as storage_module
+from deerflow.agents.memory.backends.deermem.deermem.core.changes import ChangeSet
+from deerflow.agents.memory.backends.deermem.deermem.core.paths import UserPaths, safe_user_id
+from deerflow.agents.memory.manager import (
+    FactNotFoundError,
+    MemoryConflictError,
+    MemoryCorruptionError,
+)
+from tests.deermem.storage_helpers import create, fact, storage_at
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def test_layout_keeps_summaries_and_facts_apart(tmp_path: Path) -> None:
+    storage = storage_at(tmp_path)
+    record = fact("Prefers uv over pip", category="preference", confidence=0.9)
+    assert create(storage, "alice@example.com", record) == 1
+    paths = UserPaths(tmp_path, safe_user_id("alice@example.com"))
+    manifest = json.loads(paths.manifest.read_text())
+    assert manifest["revision"] == 1
+    assert set(manifest) == {"version", "revision", "lastUpdated", "user", "history", "userId"}
+    assert "facts" not in manifest
+    files = list((paths.agents / "__default__" / "facts").glob("*/*.md"))
+    assert [f.stem for f in files] == [record["id"]]
+    assert len(files[0].parent.name) == 2
+    text = files[0].read_text()
+    assert f"id: {record['id']}\n" in text
+    assert "\n# Prefers uv over pip\n\nPrefers uv over pip\n" in text
+    history = paths.history.read_text().splitlines()
+    assert len(history) == 1
+    assert not paths.journal.exists()
+
+
+def test_out_of_band_edit_shows_after_reload(tmp_path: Path) -> None:
+    storage = storage_at(tmp_path)
+    record = fact("Uses vim")
+    create(storage, "bob", record)
+    path = UserPaths(tmp_path, "bob").fact_file("__default__", record["id"])
+    path.write_text(path.read_text().replace("Uses vim\n", "Uses neovim\n"))
+    assert storage.load("bob", None).facts[record["id"]]["content"] == "Uses vim", "cached"
+    assert storage.reload("bob", None).facts[record["id"]]["content"] == "Uses neovim"
+
+
+def test_a_second_process_sees_commits_without_reload(tmp_path: Path) -> None:
+    first, second = storage_at(tmp_path), storage_at(tmp_path)
+    create(first, "u", fact("one"))
+    assert len(second.load("u", None).facts) == 1
+    create(first, "u", fact("two"))
+    assert len(second.load("u", None).facts) == 2, "memory.json changed, so the cache is stale"
+
+
+@pytest.mark.parametrize(
+    ("mangle", "problem"),
+    [
+        (lambda text: text.replace("---\n", "---\n: : [\n", 1), "unreadable front matter"),
+        (lambda text: text.replace("id: fact_", "id: fact_0", 1), "differs from the file name"),
+        (lambda text: text.replace("user_id: carol", "user_id: mallory"), "scope"),
+        (lambda text: text.replace("confidence: 0.5", "confidence: 7"), "outside 0..1"),
+        (lambda text: text.replace("category: context", "category: gossip"), "unknown category"),
+    ],
+)
+def test_corrupt_fact_file_is_reported_and_left_alone(tmp_path: Path, mangle, problem: str) -> None:  # type: ignore[no-untyped-def]
+    storage = storage_at(tmp_path)
+    record = fact("Likes tea")
+    create(storage, "carol", record)
+    path = UserPaths(tmp_path, "carol").fact_file("__default__", record["id"])
+    broken = mangle(path.read_text())
+    path.write_text(broken)
+    with pytest.raises(MemoryCorruptionError, match=problem):
+        storage.reload("carol", None)
+    assert path.read_text() == broken
+    with pytest.raises(MemoryCorruptionError):
+        create(storage_at(tmp_path), "carol", fact("another"))  # a write path does not skip it
+
+
+def test_corrupt_manifest_is_never_reset(tmp_path: Path) -> None:
+    storage = storage_at(tmp_path)
+    create(storage, "dave", fact("x"))
+    manifest = UserPaths(tmp_path, "dave").manifest
+    manifest.write_text("{not json")
+    with pytest.raises(MemoryCorruptionError, match=r"memory\.json"):
+        storage.load("dave", None)
+    with pytest.raises(MemoryCorruptionError):
+        create(storage, "dave", fact("y"))
+    assert manifest.read_text() == "{not json"
+
+
+def test_stale_revision_conflicts_unless_a_point_operation_can_rebase(tmp_path: Path) -> None:
+    storage = storage_at(tmp_path)
+    create(storage, "erin", fact("a"))
+    stale = ChangeSet(actor="t", reason="r", upserts=[fact("b")], expected_revision=0)
+    with pytest.raises(MemoryConflictError, match="changed concurrently"):
+        storage.save("erin", stale)
+    record = fact("c")
+    rebased = ChangeSet(
+        actor="t",
+        reason="r",
+        upserts=[record],
+        expected_revision=0,
+        preconditions={("__default__", record["id"]): None},
+        rebase=True,
+    )
+    assert storage.save("erin", rebased).revision == 2
+    summary_change = ChangeSet(
+        actor="t",
+        reason="r",
+        summaries={"user": {"topOfMind": "x"}},
+        expected_revision=0,
+        rebase=True,
+    )
+    with pytest.raises(MemoryConflictError):
+        storage.save("erin", summary_change)
+
+
+def test_fact_preconditions_are_checked(tmp_path: Path) -> None:
+    storage = storage_at(tmp_path)
+    record = fact("a")
+    create(storage, "fay", record)
+    update = ChangeSet(
+        actor="t",
+        reason="r",
+        upserts=[record | {"content": "b"}],
+        preconditions={("__default__", record["id"]): 7},
+    )
+    with pytest.raises(MemoryConflictError, match=r"revision 1, expected 7"):
+        storage.save("fay", update)
+    with pytest.raises(FactNotFoundError):
+        storage.save(
+            "fay", ChangeSet(actor="t", reason="r", deletes=[("__default__", "fact_00000000")])
+        )
+
+
+def test_changes_that_change_nothing_make_no_revision(tmp_path: Path) -> None:
+    storage = storage_at(tmp_path)
+    record = fact("same")
+    create(storage, "gus", record)
+    stored = dict(storage.load("gus", None).facts[record["id"]])
+    result = storage.save(
+        "gus", ChangeSet(actor="t", reason="r", upserts=[stored | {"updatedAt": "later"}])
+    )
+    assert (result.revision, result.change_id) == (1, None)
+    assert len(UserPaths(tmp_path, "gus").history.read_text().splitlines()) == 1
+
+
+@pytest.mark.parametrize(
+    "user_id", ["../x", "a/b", "..", "/etc/passwd", "x" * 1000, "émoji 🦌", "a\\b", " spaced "]
+)
+def test_odd_user_ids_stay_inside_the_root(tmp_path: Path, user_id: str) -> None:
+    root = tmp_path / "root"
+    storage = storage_at(root)
+    create(storage, user_id, fact("private"))
+    users = list((root / "users").iterdir())
+    assert len(users) == 1
+    assert users[0].parent == root / "users"
+    assert len(users[0].name) < 100
+    assert storage.load(user_id, None).user_id == user_id
+    assert {str(p.resolve()).startswith(str(root.resolve())) for p in root.rglob("*")} == {True}
+    assert not (tmp_path / "x").exists()
+
+
+@pytest.mark.parametrize("user_id", ["", "nul\x00byte", "x" * 10_000])
+def test_unusable_user_ids_are_refused(tmp_path: Path, user_id: str) -> None:
+    with pytest.raises(ValueError, match="user_id"):
+        storage_at(tmp_path).load(user_id, None)
+
+
+def test_hashed_ids_never_collide_with_plain_ids(tmp_path: Path) -> None:
+    storage = storage_at(tmp_path)
+    hashed = safe_user_id("alice@example.com")
+    create(storage, "alice@example.com", fact("alice's"))
+    with pytest.raises(ValueError, match="user_id"):
+        safe_user_id("")
+    assert "." in hashed
+    assert storage.load(hashed.replace(".", "-"), None).facts == {}
+
+
+@pytest.mark.parametrize("agent", ["../up", "a/b", "has space", "", "__default__"])
+def test_bad_agent_names_are_refused(tmp_path: Path, agent: str) -> None:
+    with pytest.raises(ValueError, match="agent_name"):
+        storage_at(tmp_path).load("u", agent)
+
+
+def test_agent_names_are_case_insensitive_buckets(tmp_path: Path) -> None:
+    storage = storage_at(tmp_path)
+    create(storage, "u", fact("coder fact", bucket="coder"))
+    assert len(storage.load("u", "Coder").facts) == 1
+    assert storage.load("u", None).facts == {}
+    assert storage.load("u", None).buckets == ("coder",)
+
+
+def test_lock_timeout_is_a_conflict(tmp_path: Path) -> None:
+    storage = storage_at(tmp_path, file_lock_timeout_seconds=0.2)
+    create(storage, "hal", fact("x"))
+    lock_file = str(UserPaths(tmp_path, "hal").lock)
+    holder = (
+        "import fcntl, os, time\n"
+        f"fcntl.flock(os.open({lock_file!r}, os.O_RDWR), fcntl.LOCK_EX)\n"
+        "print('locked', flush=True)\n"
+        "time.sleep(30)\n"
+    )
+    other = subprocess.Popen([sys.executable, "-c", holder], stdout=subprocess.PIPE, text=True)
+    try:
+        assert other.stdout is not None
+        assert other.stdout.readline().strip() == "locked"
+        with pytest.raises(MemoryConflictError, match="could not lock"):
+            create(storage, "hal", fact("y"))
+    finally:
+        other.kill()
+        other.wait()
+    assert create(storage, "hal", fact("y")) == 2, "the lock is free again once its holder died"
+
+
+# -- crash recovery ---------------------------------------------------------------------------
+
+
+def _fail_on(monkeypatch: pytest.MonkeyPatch, module: object, name: str, when: str) -> None:
+    real = getattr(module, name)
+
+    def failing(path: Path, *args: object, **kwargs: object) -> None:
+        if when in str(path):
+            raise OSError("simulated crash")
+        real(path, *args, **kwargs)
+
+    monkeypatch.setattr(module, name, failing)
+
+
+def test_crash_before_the_commit_point_rolls_back(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    storage = storage_at(tmp_path)
+    kept = fact("kept")
+    create(storage, "ivy", kept)
+    paths = UserPaths(tmp_path, "ivy")
+    before = {
+        p: p.read_bytes() for p in paths.dir.rglob("*") if p.is_file() and p.name != ".memory.lock"
+    }
+    _fail_on(monkeypatch, storage_module, "atomic_write", "memory.json")
+    change = ChangeSet(
+        actor="t", reason="r", upserts=[fact("new")], deletes=[("__default__", kept["id"])]
+    )
+    with pytest.raises(OSError, match="simulated"):
+        storage.save("ivy", change)
+    assert paths.journal.exists()
+    monkeypatch.undo()
+    snapshot = storage_at(tmp_path).load("ivy", None)
+    assert [f["content"] for f in snapshot.facts.values()] == ["kept"]
+    after = {
+        p: p.read_bytes() for p in paths.dir.rglob("*") if p.is_file() and p.name != ".memory.lock"
+    }
+    assert after == before
+    assert not paths.journal.exists()
+
+
+def test_crash_after_the_commit_point_finishes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    storage = storage_at(tmp_path)
+    create(storage, "jay", fact("one"))
+    _fail_on(monkeypatch, storage_module, "append_line", "history.jsonl")
+    with pytest.raises(OSError, match="simulated"):
+        create(storage, "jay", fact("two"))
+    monkeypatch.undo()
+    fresh = storage_at(tmp_path)
+    assert sorted(f["content"] for f in fresh.load("jay", None).facts.values()) == ["one", "two"]
+    history = fresh.read_history("jay")
+    assert [entry["revision"] for entry in history] == [1, 2]
+
+
+def test_torn_history_line_is_cut_before_finishing(tmp_path: Path) -> None:
+    storage = storage_at(tmp_path)
+    create(storage, "kim", fact("one"))
+    paths = UserPaths(tmp_path, "kim")
+    with open(paths.history, "ab") as handle:
+        handle.write(b'{"change_id": "torn')
+    atomic.truncate_torn_tail(paths.history)
+    assert paths.history.read_bytes().endswith(b"}\n")
+
+
+def _check_crash_invariants(root: Path, user: str) -> int:
+    """Every write is wholly there or wholly absent; return the committed revision."""
+    snapshot = storage_at(root).load(user, None)
+    n = snapshot.revision
+    contents = sorted(f["content"] for f in snapshot.facts.values())
+    if n == 0:
+        assert contents == []
+    else:
+        assert contents == [f"w{n}-a", f"w{n}-b", f"w{n}-c"], f"revision {n}: {contents}"
+        assert snapshot.summaries["user"]["workContext"]["summary"] == f"write {n}"
+    history = storage_at(root).read_history(user)
+    assert [entry["revision"] for entry in history] == list(range(1, n + 1))
+    return n
+
+
+def test_sigkill_during_multi_file_writes_loses_nothing_committed(tmp_path: Path) -> None:
+    rng = random.Random(1234)
+    committed = 0
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    for _ in range(12):
+        child = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "tests.deermem.crash_writer",
+                str(tmp_path),
+                "kill-me",
+                "100000",
+            ],
+            stdout=subprocess.PIPE,
+            text=True,
+            cwd=REPO,
+            env=env,
+        )
+        assert child.stdout is not None
+        child.stdout.readline()  # it is writing
+        time.sleep(rng.uniform(0.0, 0.15))
+        child.send_signal(signal.SIGKILL)
+        child.wait()
+        now = _check_crash_invariants(tmp_path, "kill-me")
+        assert now >= committed
+        committed = now
+    assert committed > 20
+
+
+def test_concurrent_processes_lose_no_acknowledged_write(tmp_path: Path) -> None:
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    writers = [
+        subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "tests.deermem.concurrent_writer",
+                str(tmp_path),
+                "shared",
+                f"p{i}",
+                "25",
+            ],
+            stdout=subprocess.PIPE,
+            text=True,
+            cwd=REPO,
+            env=env,
+        )
+        for i in range(8)
+    ]
+    committed: list[str] = []
+    conflicts: list[str] = []
+    for writer in writers:
+        out, _ = writer.communicate(timeout=120)
+        assert writer.returncode == 0
+        outcome = json.loads(out)
+        committed += outcome["committed"]
+        conflicts += outcome["conflicts"]
+    snapshot = storage_at(tmp_path).load("shared", None)
+    stored = sorted(f["content"] for f in snapshot.facts.values())
+    assert stored == sorted(committed)
+    assert snapshot.revision == len(committed)
+    assert len(committed) + len(conflicts) == 200
+    assert len(storage_at(tmp_path).read_history("shared")) == len(committed)
