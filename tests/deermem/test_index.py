@@ -196,12 +196,12 @@ def test_scopes_never_cross(index: RetrievalIndex) -> None:
         "u1", 1, [fact(1, "tea in u1 default"), fact(1, "tea in u1 coder", agent="coder")], []
     )
     index.apply("u2", 1, [fact(1, "tea in u2 default"), fact(2, "more tea in u2")], [])
-    scores = {
+    found = {
         (user, agent): [hit.fact_id for hit in index.search(user, agent, "tea u1 u2 coder")]
         for user in ("u1", "u2")
         for agent in (DEFAULT, "coder")
     }
-    assert scores == {
+    assert found == {
         ("u1", DEFAULT): ["fact_00000001"],
         ("u1", "coder"): ["fact_00000001"],
         ("u2", DEFAULT): ["fact_00000001", "fact_00000002"],
@@ -242,6 +242,13 @@ def test_a_much_better_text_match_wins_anyway(index: RetrievalIndex) -> None:
     strong = fact(9, "drinks green tea daily", confidence=0.1, updated_at="2024-01-01T00:00:00Z")
     index.apply("u1", 1, [*weak, strong], [])
     assert ids(index, "green tea")[0] == "fact_00000009"
+
+
+def test_an_unreadable_time_ranks_as_old(index: RetrievalIndex) -> None:
+    index.apply(
+        "u1", 1, [fact(1, "tea", updated_at=""), fact(2, "tea", updated_at="2026-12-01")], []
+    )
+    assert ids(index, "tea") == ["fact_00000002", "fact_00000001"]
 
 
 def test_scores_are_positive_and_best_first(index: RetrievalIndex) -> None:

@@ -31,7 +31,9 @@ def files_of(root: Path) -> dict[str, bytes]:
     return {
         str(p.relative_to(root)): p.read_bytes()
         for p in root.rglob("*")
-        if p.is_file() and ".retrieval" not in p.parts and p.name not in (".memory.lock",)
+        if p.is_file()
+        and ".retrieval" not in p.parts
+        and p.name not in (".memory.lock",)
         and p.name != "history.jsonl"
     }
 
@@ -44,13 +46,17 @@ def test_is_the_default_backend_through_the_factory(tmp_path: Path) -> None:
 def test_unknown_backend_keys_are_refused_with_the_dotted_path(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match=r"memory\.backend_config\.max_fact: Extra inputs"):
         make(tmp_path, max_fact=10)
-    with pytest.raises(ValueError, match=r"memory\.backend_config\.max_facts: .*less than or equal to 500"):
+    with pytest.raises(
+        ValueError, match=r"memory\.backend_config\.max_facts: .*less than or equal to 500"
+    ):
         make(tmp_path, max_facts=501)
 
 
 def test_alice_layout_and_out_of_band_edit(tmp_path: Path) -> None:
     manager = make(tmp_path)
-    doc, fact_id = manager.create_fact("Prefers uv over pip", "preference", 0.9, user_id="alice@example.com")
+    doc, fact_id = manager.create_fact(
+        "Prefers uv over pip", "preference", 0.9, user_id="alice@example.com"
+    )
     assert fact_id is not None
     assert [f["id"] for f in doc["facts"]] == [fact_id]
     paths = UserPaths(tmp_path, safe_user_id("alice@example.com"))
@@ -59,8 +65,11 @@ def test_alice_layout_and_out_of_band_edit(tmp_path: Path) -> None:
     (fact_file,) = (paths.agents / "__default__" / "facts").glob("??/*.md")
     assert fact_file.stem == fact_id
     assert f"\nid: {fact_id}\n" in fact_file.read_text()
-    fact_file.write_text(fact_file.read_text().replace("uv over pip\n", "uv over pip and poetry\n", 1).replace(
-        "\nPrefers uv over pip\n", "\nPrefers uv over pip and poetry\n"))
+    fact_file.write_text(
+        fact_file.read_text()
+        .replace("uv over pip\n", "uv over pip and poetry\n", 1)
+        .replace("\nPrefers uv over pip\n", "\nPrefers uv over pip and poetry\n")
+    )
     reloaded = manager.reload_memory(user_id="alice@example.com")
     assert reloaded["facts"][0]["content"] == "Prefers uv over pip and poetry"
     assert manager.get_context("alice@example.com").endswith("Prefers uv over pip and poetry")
@@ -161,7 +170,9 @@ def test_index_catches_up_with_writes_of_another_process(tmp_path: Path) -> None
         "use postgresql://app:s3cretpass@db:5432/app",
     ],
 )
-def test_secret_looking_content_is_refused_on_every_write_path(tmp_path: Path, content: str) -> None:
+def test_secret_looking_content_is_refused_on_every_write_path(
+    tmp_path: Path, content: str
+) -> None:
     manager = make(tmp_path)
     with pytest.raises(ValueError, match=r"content: refused, .*secrets are never stored"):
         manager.create_fact(content, user_id="u")
@@ -182,7 +193,11 @@ def test_crud_validation_and_errors(tmp_path: Path) -> None:
     assert info.value.existing_fact_id == fact_id
     doc = manager.update_fact(fact_id, confidence=0.95, user_id="u")
     (fact,) = doc["facts"]
-    assert (fact["content"], fact["category"], fact["confidence"]) == ("Lives in Porto", "identity", 0.95)
+    assert (fact["content"], fact["category"], fact["confidence"]) == (
+        "Lives in Porto",
+        "identity",
+        0.95,
+    )
     with pytest.raises(FactNotFoundError):
         manager.update_fact("fact_00000000", content="x", user_id="u")
     with pytest.raises(FactNotFoundError):
@@ -196,7 +211,10 @@ def test_crud_validation_and_errors(tmp_path: Path) -> None:
 
 def test_capacity_evicts_the_weakest_and_reports_it(tmp_path: Path) -> None:
     manager = make(tmp_path, max_facts=10)
-    ids = [manager.create_fact(f"fact number {i}", confidence=0.5 + i / 100, user_id="u")[1] for i in range(10)]
+    ids = [
+        manager.create_fact(f"fact number {i}", confidence=0.5 + i / 100, user_id="u")[1]
+        for i in range(10)
+    ]
     with pytest.raises(FactEvictedError, match="max_facts=10"):
         manager.create_fact("weak fact", confidence=0.1, user_id="u")
     assert len(manager.get_memory(user_id="u")["facts"]) == 10
@@ -231,7 +249,10 @@ def test_revert_restores_a_deleted_fact_byte_identically(tmp_path: Path) -> None
 def test_clear_then_revert_restores_everything(tmp_path: Path) -> None:
     manager = make(tmp_path)
     manager.import_memory(
-        {"user": {"workContext": {"summary": "Platform engineer"}}, "facts": [{"content": "likes Go"}]},
+        {
+            "user": {"workContext": {"summary": "Platform engineer"}},
+            "facts": [{"content": "likes Go"}],
+        },
         user_id="u",
     )
     manager.create_fact("reviews Rust code", user_id="u", agent_name="coder")
@@ -273,8 +294,14 @@ def test_import_validates_everything_before_writing(tmp_path: Path) -> None:
     manager = make(tmp_path)
     manager.create_fact("keep me", user_id="u")
     bad_documents = [
-        ({"facts": [{"content": "ok"}, {"content": "x", "confidence": 2}]}, r"facts\[1\]\.confidence"),
-        ({"facts": [{"content": "same"}, {"content": "SAME"}]}, r"facts\[1\]: same content as facts\[0\]"),
+        (
+            {"facts": [{"content": "ok"}, {"content": "x", "confidence": 2}]},
+            r"facts\[1\]\.confidence",
+        ),
+        (
+            {"facts": [{"content": "same"}, {"content": "SAME"}]},
+            r"facts\[1\]: same content as facts\[0\]",
+        ),
         ({"facts": "nope"}, "facts: must be a list"),
         ({"user": {"workContext": {"summary": 3}}}, r"user\.workContext\.summary"),
         ([], "must be a JSON object"),
@@ -291,9 +318,18 @@ def test_json_and_markdown_exports_round_trip(tmp_path: Path) -> None:
         {
             "user": {"topOfMind": {"summary": "Launching v2"}},
             "facts": [
-                {"content": "Prefers tabs", "category": "preference", "confidence": 0.8, "topics": ["style"]},
-                {"content": "Avoid force-push", "category": "correction", "confidence": 0.95,
-                 "sourceError": "force-pushed main"},
+                {
+                    "content": "Prefers tabs",
+                    "category": "preference",
+                    "confidence": 0.8,
+                    "topics": ["style"],
+                },
+                {
+                    "content": "Avoid force-push",
+                    "category": "correction",
+                    "confidence": 0.95,
+                    "sourceError": "force-pushed main",
+                },
             ],
         },
         user_id="u",
@@ -319,8 +355,14 @@ def test_get_context_formats_within_budget_and_escapes(tmp_path: Path) -> None:
                 {"content": f"ordinary fact number {i} with some words", "confidence": 0.5}
                 for i in range(20)
             ]
-            + [{"content": "Use pnpm, not npm", "category": "correction", "confidence": 0.97,
-                "sourceError": "used npm"}],
+            + [
+                {
+                    "content": "Use pnpm, not npm",
+                    "category": "correction",
+                    "confidence": 0.97,
+                    "sourceError": "used npm",
+                }
+            ],
         },
         user_id="u",
     )
@@ -342,7 +384,7 @@ def test_custom_storage_class(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -
         ("no.such.module.Storage", "ModuleNotFoundError"),
         ("pathlib.Path", "is not a MemoryStorage subclass"),
     ]:
-        with pytest.raises(ValueError) as info:
+        with pytest.raises(ValueError, match="failed to load") as info:
             make(tmp_path, storage_class=bad)
         message = str(info.value)
         assert message.startswith(f"backend_config.storage_class={bad!r} failed to load: ")

@@ -10,6 +10,7 @@ import pytest
 
 from deerflow.agents.memory.backends.deermem.deermem import migrate as migrate_module
 from deerflow.agents.memory.backends.deermem.deermem.core import storage as storage_module
+from deerflow.agents.memory.backends.deermem.deermem.core.atomic import atomic_write
 from deerflow.agents.memory.backends.deermem.deermem.core.changes import ChangeSet
 from deerflow.agents.memory.backends.deermem.deermem.core.paths import (
     FACT_ID_PATTERN,
@@ -370,18 +371,17 @@ def test_a_commit_that_crashes_is_resumed_on_the_next_read(
 ) -> None:
     paths = UserPaths(tmp_path, "alice")
     legacy = write_json(paths.manifest, v1_document(v1_fact("Likes tea"), workContext="Dev"))
-    real_write = storage_module.atomic_write
 
     def crash_at_commit_point(path: Path, data: bytes, **kwargs: bool) -> None:
         if path.name == "memory.json":
             raise OSError("simulated crash")
-        real_write(path, data, **kwargs)
+        atomic_write(path, data, **kwargs)
 
     monkeypatch.setattr(storage_module, "atomic_write", crash_at_commit_point)
     with pytest.raises(OSError, match="simulated"):
         wired(tmp_path).load("alice", None)
     monkeypatch.undo()
-    assert paths.journal.exists()
+    assert paths.journal.stat().st_size > 0
     assert not paths.manifest.exists()
     assert [s.kind for s in find_legacy(tmp_path)] == ["user"], "unfinished: still listed"
 
@@ -390,7 +390,7 @@ def test_a_commit_that_crashes_is_resumed_on_the_next_read(
     assert [f["content"] for f in snapshot.facts.values()] == ["Likes tea"]
     assert snapshot.summaries["user"]["workContext"]["summary"] == "Dev"
     assert (paths.dir / "memory.json.v1.bak").read_bytes() == legacy
-    assert not paths.journal.exists()
+    assert not paths.journal.exists() or paths.journal.stat().st_size == 0
     assert len(storage_at(tmp_path).read_history("alice")) == 1
 
 

@@ -1,6 +1,6 @@
 """Relevance-aware ordering of facts for a query (SPEC §5.7)."""
 
-# ruff: noqa: RUF001  (full-width punctuation belongs to the Chinese test text)
+
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """Secret scrubbing (SPEC §9.4): credentials are refused, talk about them is not."""
 
-# ruff: noqa: RUF001  (full-width punctuation belongs to the Chinese test text)
+
 
 from __future__ import annotations
 

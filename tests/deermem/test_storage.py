@@ -44,7 +44,7 @@ def test_layout_keeps_summaries_and_facts_apart(tmp_path: Path) -> None:
     assert "\n# Prefers uv over pip\n\nPrefers uv over pip\n" in text
     history = paths.history.read_text().splitlines()
     assert len(history) == 1
-    assert not paths.journal.exists()
+    assert not paths.journal.exists() or paths.journal.stat().st_size == 0
 
 
 def test_out_of_band_edit_shows_after_reload(tmp_path: Path) -> None:
@@ -256,7 +256,7 @@ def test_crash_before_the_commit_point_rolls_back(
     )
     with pytest.raises(OSError, match="simulated"):
         storage.save("ivy", change)
-    assert paths.journal.exists()
+    assert paths.journal.stat().st_size > 0
     monkeypatch.undo()
     snapshot = storage_at(tmp_path).load("ivy", None)
     assert [f["content"] for f in snapshot.facts.values()] == ["kept"]
@@ -264,7 +264,7 @@ def test_crash_before_the_commit_point_rolls_back(
         p: p.read_bytes() for p in paths.dir.rglob("*") if p.is_file() and p.name != ".memory.lock"
     }
     assert after == before
-    assert not paths.journal.exists()
+    assert not paths.journal.exists() or paths.journal.stat().st_size == 0
 
 
 def test_crash_after_the_commit_point_finishes(

@@ -1,6 +1,6 @@
 """Token counting for the injection budget (SPEC §5.8): real cl100k offline, else an estimate."""
 
-# ruff: noqa: RUF001  (full-width punctuation belongs to the Chinese test text)
+
 
 from __future__ import annotations
 

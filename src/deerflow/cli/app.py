@@ -9,7 +9,7 @@ import typer
 from rich.console import Console
 from rich.logging import RichHandler
 
-from deerflow.cli import config_cmd, demo_cmd
+from deerflow.cli import config_cmd, demo_cmd, memory_cmd
 from deerflow.redaction import RedactingFilter
 
 app = typer.Typer(
@@ -19,6 +19,7 @@ app = typer.Typer(
     add_completion=False,
 )
 app.add_typer(config_cmd.app, name="config")
+app.add_typer(memory_cmd.app, name="memory")
 app.command(name="demo")(demo_cmd.demo)
 
 

@@ -17,3 +17,13 @@ ConfigOption = Annotated[
     ),
 ]
 JsonOption = Annotated[bool, typer.Option("--json", help="Print machine-readable JSON.")]
+UserOption = Annotated[
+    str, typer.Option("--user", "-u", help="User whose memory to use (default: 'default').")
+]
+AgentOption = Annotated[
+    str | None,
+    typer.Option("--agent", "-a", help="Agent bucket (default: the default bucket)."),
+]
+YesOption = Annotated[
+    bool, typer.Option("--yes", "-y", help="Do not ask for confirmation (needed without a TTY).")
+]

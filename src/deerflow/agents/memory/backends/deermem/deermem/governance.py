@@ -16,14 +16,17 @@ def normalized(content: str) -> str:
 
 
 def refuse_duplicate(
-    facts: Iterable[Mapping[str, Any]], content: str, *, ignore_id: str | None = None
+    stored: Iterable[tuple[str, str]], content: str, *, ignore_id: str | None = None
 ) -> None:
-    """Raise `DuplicateFactError` if another fact already says exactly this."""
+    """Raise `DuplicateFactError` if another fact already says exactly this.
+
+    `stored` yields (fact id, normalised content) pairs, so callers can reuse what they cached.
+    """
     wanted = normalized(content)
-    for fact in facts:
-        if fact["id"] != ignore_id and normalized(fact["content"]) == wanted:
+    for fact_id, existing in stored:
+        if fact_id != ignore_id and existing == wanted:
             raise DuplicateFactError(
-                f"an identical fact already exists: {fact['id']}", existing_fact_id=fact["id"]
+                f"an identical fact already exists: {fact_id}", existing_fact_id=fact_id
             )
 
 

@@ -48,6 +48,7 @@ from deerflow.agents.memory.backends.deermem.deermem.core.storage import (
 from deerflow.agents.memory.backends.deermem.deermem.core.tokens import TokenCounter
 from deerflow.agents.memory.backends.deermem.deermem.governance import (
     capacity_evictions,
+    normalized,
     refuse_duplicate,
 )
 from deerflow.agents.memory.backends.deermem.deermem.history import (
@@ -76,6 +77,7 @@ logger = logging.getLogger(__name__)
 # Snapshot-derived writes (create with capacity, clear, import, revert) recompute on conflict.
 MAX_ATTEMPTS: Final = 5
 CONTEXT_CACHE_SIZE: Final = 4096
+RECORD_VIEWS_SIZE: Final = 200_000
 T = TypeVar("T")
 
 
@@ -101,6 +103,53 @@ def load_storage(config: DeerMemConfig) -> MemoryStorage:
     return storage
 
 
+class RecordViews:
+    """What the manager derives from a stored fact record, computed once per record object.
+
+    The storage shares unchanged record objects between revisions, so after a commit only the
+    changed facts are derived again: documents and duplicate checks cost no re-parsing.
+    """
+
+    def __init__(self) -> None:
+        self._views: dict[int, tuple[Mapping[str, Any], dict[str, Any], str, bool]] = {}
+
+    def _view(
+        self, record: Mapping[str, Any]
+    ) -> tuple[Mapping[str, Any], dict[str, Any], str, bool]:
+        view = self._views.get(id(record))
+        if view is None or view[0] is not record:
+            public = public_fact(dict(record))
+            has_lists = any(isinstance(value, list) for value in public.values())
+            view = (record, public, normalized(record["content"]), has_lists)
+            if len(self._views) >= RECORD_VIEWS_SIZE:
+                self._views.clear()
+            self._views[id(record)] = view  # holding `record` keeps its id from being reused
+        return view
+
+    def public(self, record: Mapping[str, Any]) -> dict[str, Any]:
+        """The contract's fact dict; a copy the caller may change (lists are copied too)."""
+        _, public, _, has_lists = self._view(record)
+        if not has_lists:
+            return dict(public)
+        return {key: list(v) if isinstance(v, list) else v for key, v in public.items()}
+
+    def normalized(self, snapshot: MemorySnapshot) -> Iterator[tuple[str, str]]:
+        """(fact id, normalised content) of every fact in the snapshot."""
+        for fact_id, record in snapshot.facts.items():
+            yield fact_id, self._view(record)[2]
+
+    def document(self, snapshot: MemorySnapshot) -> dict[str, Any]:
+        """The memory document of a snapshot (SPEC §5.2), facts sorted by id."""
+        return {
+            "version": "2.0",
+            "revision": snapshot.revision,
+            "lastUpdated": snapshot.last_updated,
+            "user": copy.deepcopy(dict(snapshot.summaries["user"])),
+            "history": copy.deepcopy(dict(snapshot.summaries["history"])),
+            "facts": [self.public(snapshot.facts[i]) for i in sorted(snapshot.facts)],
+        }
+
+
 class DeerMemMemoryManager(MemoryManager):
     """Memory in Markdown files and JSON summaries under `storage_path`, searched through FTS5."""
 
@@ -110,6 +159,7 @@ class DeerMemMemoryManager(MemoryManager):
     _storage: MemoryStorage = PrivateAttr()
     _index: RetrievalIndex = PrivateAttr()
     _tokens: TokenCounter = PrivateAttr()
+    _views: RecordViews = PrivateAttr(default_factory=RecordViews)
     # (user, bucket) → (revision, text): the last injection text, reused while nothing changed.
     _context_cache: dict[tuple[str, str], tuple[int, str]] = PrivateAttr(default_factory=dict)
     _cache_lock: threading.Lock = PrivateAttr(default_factory=threading.Lock)
@@ -155,7 +205,7 @@ class DeerMemMemoryManager(MemoryManager):
     def get_memory(
         self, *, user_id: str | None = None, agent_name: str | None = None
     ) -> dict[str, Any]:
-        return _document(self._storage.load(user_id, agent_name))
+        return self._views.document(self._storage.load(user_id, agent_name))
 
     def export_memory(
         self, *, user_id: str | None = None, agent_name: str | None = None
@@ -167,7 +217,7 @@ class DeerMemMemoryManager(MemoryManager):
     ) -> dict[str, Any]:
         with self._cache_lock:
             self._context_cache.clear()
-        return _document(self._storage.reload(user_id, agent_name))
+        return self._views.document(self._storage.reload(user_id, agent_name))
 
     def get_context(
         self,
@@ -241,7 +291,7 @@ class DeerMemMemoryManager(MemoryManager):
             record = snapshot.facts.get(hit.fact_id)
             if record is None:  # the index ran ahead of this snapshot; it heals on the next commit
                 continue
-            found.append(public_fact(dict(record)) | {"score": hit.score})
+            found.append(self._views.public(record) | {"score": hit.score})
         return found
 
     # -- fact CRUD -----------------------------------------------------------------------------
@@ -262,7 +312,7 @@ class DeerMemMemoryManager(MemoryManager):
 
         def attempt() -> tuple[dict[str, Any], str | None]:
             snapshot = self._storage.load(user_id, agent_name)
-            refuse_duplicate(snapshot.facts.values(), text)
+            refuse_duplicate(self._views.normalized(snapshot), text)
             now = utc_now()
             record: dict[str, Any] = {
                 "id": f"fact_{uuid.uuid4().hex}",
@@ -303,7 +353,9 @@ class DeerMemMemoryManager(MemoryManager):
         if content is not None:
             updated["content"] = validate_content(content)
             refuse_secrets(updated["content"])
-            refuse_duplicate(snapshot.facts.values(), updated["content"], ignore_id=fact_id)
+            refuse_duplicate(
+                self._views.normalized(snapshot), updated["content"], ignore_id=fact_id
+            )
         if category is not None:
             updated["category"] = validate_category(category)
         if confidence is not None:
@@ -442,7 +494,9 @@ class DeerMemMemoryManager(MemoryManager):
         snapshot = self._storage.load(user_id, agent_name)
         destination.mkdir(parents=True, exist_ok=True)
         summaries = {key: document[key] for key in ("version", "user", "history")}
-        (destination / "memory.json").write_text(json.dumps(summaries, indent=2, ensure_ascii=False))
+        (destination / "memory.json").write_text(
+            json.dumps(summaries, indent=2, ensure_ascii=False)
+        )
         facts = destination / "facts"
         facts.mkdir(exist_ok=True)
         for fact_id, record in snapshot.facts.items():
@@ -536,17 +590,6 @@ def _indexed(record: Mapping[str, Any]) -> IndexedFact:
         confidence=float(record["confidence"]),
         updated_at=str(record.get("updatedAt", "")),
     )
-
-
-def _document(snapshot: MemorySnapshot) -> dict[str, Any]:
-    return {
-        "version": "2.0",
-        "revision": snapshot.revision,
-        "lastUpdated": snapshot.last_updated,
-        "user": copy.deepcopy(dict(snapshot.summaries["user"])),
-        "history": copy.deepcopy(dict(snapshot.summaries["history"])),
-        "facts": [public_fact(dict(snapshot.facts[i])) for i in sorted(snapshot.facts)],
-    }
 
 
 def _retrying(attempt: Callable[[], T]) -> T:

@@ -240,10 +240,9 @@ def _is_legacy(path: Path, *, unreadable: bool) -> bool:
         path: a `memory.json`; a missing one is not legacy.
         unreadable: the answer for a file that is not a JSON object.
     """
-    try:
-        document = _json_object(path.read_bytes())
-    except (FileNotFoundError, NotADirectoryError):
+    if not path.is_file():
         return False
+    document = _json_object(path.read_bytes())
     if document is None:
         return unreadable
     return document.get("version") != CURRENT_VERSION or "facts" in document
@@ -358,7 +357,9 @@ def _migrate_user(storage: FileMemoryStorage, user_id: str, *, dry_run: bool) ->
     paths = UserPaths(storage.root, safe_user_id(user_id))
     # Hold the user's lock throughout, so no other writer sees a half-migrated user; the storage's
     # own lock object, because it is re-entrant and `save` below takes it again.
-    held: AbstractContextManager[None] = nullcontext() if dry_run else storage._lock(paths).hold()
+    held: AbstractContextManager[None] = (
+        nullcontext() if dry_run else storage.user_lock(user_id).hold()
+    )
     with held, _migrating(storage, paths.user_key):
         if not dry_run and paths.journal.exists():
             storage.reload(user_id, None)  # finish or undo an interrupted commit first

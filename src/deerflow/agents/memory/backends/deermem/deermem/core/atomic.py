@@ -29,7 +29,7 @@ def atomic_write(path: Path, data: bytes, *, sync_dir: bool = True) -> None:
         with open(temp, "wb") as handle:
             handle.write(data)
             handle.flush()
-            os.fsync(handle.fileno())
+            os.fdatasync(handle.fileno())
         os.replace(temp, path)
     except BaseException:
         temp.unlink(missing_ok=True)
@@ -43,7 +43,7 @@ def append_line(path: Path, line: bytes) -> None:
     with open(path, "ab") as handle:
         handle.write(line if line.endswith(b"\n") else line + b"\n")
         handle.flush()
-        os.fsync(handle.fileno())
+        os.fdatasync(handle.fileno())
 
 
 def truncate_torn_tail(path: Path) -> None:

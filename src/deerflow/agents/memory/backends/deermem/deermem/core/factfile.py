@@ -16,8 +16,8 @@ __all__ = [
     "OPTIONAL_PUBLIC_FIELDS",
     "SCHEMA_VERSION",
     "parse_fact",
-    "read_fact_file",
     "public_fact",
+    "read_fact_file",
     "render_fact",
 ]
 

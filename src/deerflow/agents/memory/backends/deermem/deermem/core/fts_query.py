@@ -36,6 +36,11 @@ Cut = Callable[[str], list[str]]
 MAX_TERMS: Final = 32
 """Distinct terms scored per query; bounds the cost of a whole conversation used as a query."""
 
+# BM25's usual parameters, and the half-life of recency (the ranking formula is in index.py).
+K1: Final = 1.2
+B: Final = 0.75
+HALF_LIFE_DAYS: Final = 90.0
+
 # Han, kana and Hangul: the scripts written without spaces between words.
 _CJK_RUN = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uac00-\ud7af]+")
 # unicode61 keeps letters and digits and splits on everything else, the underscore included.
@@ -45,6 +50,7 @@ _TOKEN = re.compile(r"[^\W_]+")
 _SYNTAX = re.compile(r'"[^"]*"|\b(?:AND|OR|NOT)\b|\bNEAR\(|\w\*(?=\s|\)|$)')
 # The pieces of an FTS5 expression that can be scored on their own: strings and barewords.
 _PIECE = re.compile(r'"(?:[^"]|"")*"\*?|[^\s(),"]+')
+# The distance in NEAR(a b, 5) is not a term.
 _NEAR_DISTANCE = re.compile(r",\s*\d+\s*\)")
 _OPERATORS: Final = frozenset({"AND", "OR", "NOT", "NEAR"})
 
@@ -114,7 +120,9 @@ def build_query(text: str, cut: Cut, *, plain: bool = False) -> FtsQuery | None:
     """
     segmented = segment(text, cut)
     if not plain and segmented.count('"') % 2 == 0 and _SYNTAX.search(segmented):
-        terms = _distinct(_piece_term(piece) for piece in _PIECE.findall(_NEAR_DISTANCE.sub(")", segmented)))
+        terms = _distinct(
+            _piece_term(piece) for piece in _PIECE.findall(_NEAR_DISTANCE.sub(")", segmented))
+        )
         if terms:
             return FtsQuery(match=segmented.strip(), terms=terms, syntax=True)
     terms = _distinct(quote(word) for word in segmented.split() if _TOKEN.search(word))
@@ -142,12 +150,6 @@ def _distinct(terms: Iterable[str]) -> tuple[str, ...]:
     return tuple(seen.values())[:MAX_TERMS]
 
 
-# BM25 parameters (the usual defaults) and the weights of the ranking formula in index.py.
-K1: Final = 1.2
-B: Final = 0.75
-HALF_LIFE_DAYS: Final = 90.0
-
-
 def search_sql(n_terms: int, *, category: bool) -> str:
     """The search statement for a query with `n_terms` scored terms.
 
@@ -155,6 +157,7 @@ def search_sql(n_terms: int, *, category: bool) -> str:
     `:now` (Unix seconds), `:limit`, and `:category` when `category` is set. Every FTS5 scan is
     bounded by the scope's rowid range, so FTS5 seeks inside the scope and never walks other
     scopes' postings; statistics (N, average length, document frequency) are the scope's own.
+    The score is the formula in the docstring of `index.py`.
     """
     arms = "\n    UNION ALL\n".join(
         f"    SELECT {i}, rowid FROM facts_fts"

@@ -2,15 +2,20 @@
 
 A commit writes the journal first (with the previous bytes of every file it will touch), then
 the fact files, then `memory.json` with the next revision, which is the commit point, then the
-audit log line, and finally removes the journal. Whoever next takes the user's lock and finds a
+audit log line, and finally empties the journal. Whoever next takes the user's lock and finds a
 journal either rolls the change back (`memory.json` still has the old revision) or finishes it
 (the new revision is there: only the audit line may be missing).
+
+The journal file is kept and rewritten in place rather than created and deleted each time: that
+saves a directory fsync per commit. A journal that does not parse was torn while being written,
+before the commit touched anything, so it is simply discarded.
 """
 
 from __future__ import annotations
 
 import base64
 import json
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -43,6 +48,7 @@ class Journal:
     history_line: bytes
 
     def write(self, path: Path) -> None:
+        """Write the journal durably; only then may the commit touch other files."""
         record = {
             "operationId": self.operation_id,
             "previousRevision": self.previous_revision,
@@ -50,12 +56,32 @@ class Journal:
             "entries": [{"path": e.path, "before": _encode(e.before)} for e in self.entries],
             "historyLine": _encode(self.history_line),
         }
-        atomic_write(path, json.dumps(record).encode("utf-8"))
+        existed = path.exists()
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        try:
+            os.write(fd, json.dumps(record).encode("utf-8") + b"\n")
+            os.fdatasync(fd)
+        finally:
+            os.close(fd)
+        if not existed:
+            fsync_dir(path.parent)
+
+    @staticmethod
+    def finish(path: Path) -> None:
+        """Mark the commit done. Not synced: if this is lost, recovery finds it already done."""
+        os.truncate(path, 0)
 
     @classmethod
-    def read(cls, path: Path) -> Journal:
+    def pending(cls, path: Path) -> Journal | None:
+        """The journal of an interrupted commit, or None when there is none."""
         try:
-            record = json.loads(path.read_bytes())
+            data = path.read_bytes()
+        except FileNotFoundError:
+            return None
+        if not data.endswith(b"\n"):
+            return None  # empty (finished) or torn while written (nothing was touched yet)
+        try:
+            record = json.loads(data)
             return cls(
                 operation_id=record["operationId"],
                 previous_revision=int(record["previousRevision"]),
@@ -65,7 +91,7 @@ class Journal:
                 ),
                 history_line=_decode(record["historyLine"]) or b"",
             )
-        except (OSError, ValueError, KeyError, TypeError) as exc:
+        except (ValueError, KeyError, TypeError) as exc:
             raise MemoryCorruptionError(f"{path}: unreadable commit journal: {exc}") from exc
 
     def recover(self, user_dir: Path, journal_path: Path, current_revision: int) -> None:
@@ -87,8 +113,7 @@ class Journal:
                 f"{journal_path}: journal for revision {self.previous_revision}→"
                 f"{self.next_revision}, but memory.json is at revision {current_revision}"
             )
-        journal_path.unlink()
-        fsync_dir(user_dir)
+        self.finish(journal_path)
 
 
 def _has_line(path: Path, line: bytes) -> bool:

@@ -42,6 +42,7 @@ from deerflow.agents.memory.backends.deermem.deermem.core.paths import (
     bucket_name,
     safe_user_id,
 )
+from deerflow.agents.memory.backends.deermem.deermem.migrate import migrate_if_needed
 from deerflow.agents.memory.manager import (
     FactNotFoundError,
     MemoryConflictError,
@@ -120,6 +121,7 @@ class FileMemoryStorage(MemoryStorage):
 
     def load(self, user_id: str | None, agent_name: str | None) -> MemorySnapshot:
         paths, raw_user, bucket = self._scope(user_id, agent_name)
+        migrate_if_needed(self, raw_user)
         manifest = self._read_manifest(paths)
         cached = self._buckets.get((paths.user_key, bucket))
         if cached is not None and cached.manifest == manifest.raw:
@@ -128,6 +130,7 @@ class FileMemoryStorage(MemoryStorage):
 
     def reload(self, user_id: str | None, agent_name: str | None) -> MemorySnapshot:
         paths, raw_user, bucket = self._scope(user_id, agent_name)
+        migrate_if_needed(self, raw_user)
         with self._lock(paths).hold():
             manifest = self._recovered_manifest(paths)
             facts = self._read_bucket(paths, raw_user, bucket)
@@ -135,7 +138,8 @@ class FileMemoryStorage(MemoryStorage):
             return self._snapshot(paths, raw_user, bucket, manifest, facts)
 
     def read_history(self, user_id: str | None) -> list[dict[str, Any]]:
-        paths, _, _ = self._scope(user_id, None)
+        paths, raw_user, _ = self._scope(user_id, None)
+        migrate_if_needed(self, raw_user)
         with self._lock(paths).hold():
             self._recovered_manifest(paths)
             if not paths.history.exists():
@@ -156,14 +160,24 @@ class FileMemoryStorage(MemoryStorage):
         for directory in sorted(users.iterdir()):
             paths = UserPaths(self.root, directory.name)
             if paths.manifest.exists():
-                user_id = self._read_manifest(paths).document.get("userId")
-                if not isinstance(user_id, str):
-                    raise MemoryCorruptionError(f"{paths.manifest}: no userId")
-                yield user_id
+                user_id = json.loads(paths.manifest.read_bytes()).get("userId")
+                if isinstance(user_id, str):
+                    yield user_id
+                elif "." not in directory.name:  # a plain id is its own directory name
+                    yield directory.name
+                else:
+                    raise MemoryCorruptionError(
+                        f"{paths.manifest}: no userId, and {directory.name} is a hashed name; "
+                        "migrate this user by id first"
+                    )
 
     def _scope(self, user_id: str | None, agent_name: str | None) -> tuple[UserPaths, str, str]:
         raw_user = DEFAULT_USER if user_id is None else user_id
         return UserPaths(self.root, safe_user_id(raw_user)), raw_user, bucket_name(agent_name)
+
+    def user_lock(self, user_id: str | None) -> UserLock:
+        """The lock that serialises writers of this user (re-entrant within a thread)."""
+        return self._lock(self._scope(user_id, None)[0])
 
     def _lock(self, paths: UserPaths) -> UserLock:
         with self._guard:
@@ -191,8 +205,9 @@ class FileMemoryStorage(MemoryStorage):
     def _recovered_manifest(self, paths: UserPaths) -> _Manifest:
         """The manifest after finishing or undoing an interrupted commit. Hold the lock."""
         manifest = self._read_manifest(paths)
-        if paths.journal.exists():
-            Journal.read(paths.journal).recover(paths.dir, paths.journal, manifest.revision)
+        journal = Journal.pending(paths.journal)
+        if journal is not None:
+            journal.recover(paths.dir, paths.journal, manifest.revision)
             self._drop_cache(paths.user_key)
             manifest = self._read_manifest(paths)
         return manifest
@@ -231,6 +246,7 @@ class FileMemoryStorage(MemoryStorage):
 
     def save(self, user_id: str | None, changes: ChangeSet) -> CommitResult:
         paths, raw_user, _ = self._scope(user_id, None)
+        migrate_if_needed(self, raw_user)
         with self._lock(paths).hold():
             manifest = self._recovered_manifest(paths)
             current = {key: self._stored(paths, raw_user, key) for key in changes.touched()}
@@ -322,7 +338,7 @@ class FileMemoryStorage(MemoryStorage):
         atomic_write(paths.manifest, new_manifest, sync_dir=False)
         append_line(paths.history, history_line)
         fsync_dir(paths.dir)
-        paths.journal.unlink()
+        Journal.finish(paths.journal)
         self._update_cache(paths.user_key, manifest.raw, new_manifest, after, upserted)
         return CommitResult(
             revision=revision,

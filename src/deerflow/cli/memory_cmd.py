@@ -1,0 +1,474 @@
+"""`deerflow memory`: inspect and manage stored memory, one library call per command.
+
+Every command parses its options, builds the configured manager once (`memory_session`), calls
+one method of it, and prints the result: a Rich view, or JSON with `--json`. Library errors turn
+into exit codes by type, in one table (`ERROR_EXITS`); destructive commands ask first, and
+refuse without a terminal unless `--yes` is given.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from enum import StrEnum
+from pathlib import Path
+from typing import Annotated, Any, Final, NamedTuple, Protocol, runtime_checkable
+
+import typer
+from rich.markup import escape
+
+from deerflow.agents.memory.backends.deermem.deermem.core.storage import FileMemoryStorage
+from deerflow.agents.memory.backends.deermem.deermem.migrate import find_legacy, migrate
+from deerflow.agents.memory.manager import (
+    DuplicateFactError,
+    FactEvictedError,
+    FactNotFoundError,
+    MemoryConflictError,
+    MemoryCorruptionError,
+    MemoryManager,
+    MemoryManagerError,
+    MemoryUnsupportedError,
+    build_memory_manager,
+    default_host_hooks,
+)
+from deerflow.cli import memory_render as render
+from deerflow.cli.options import AgentOption, ConfigOption, JsonOption, UserOption, YesOption
+from deerflow.config import load_config
+from deerflow.redaction import redact_text
+
+app = typer.Typer(help="Inspect and manage stored memory.", no_args_is_help=True)
+facts_app = typer.Typer(help="Add, edit and remove single facts.", no_args_is_help=True)
+app.add_typer(facts_app, name="facts")
+
+DEFAULT_USER: Final = "default"
+
+
+# -- errors, in one place ------------------------------------------------------------------------
+
+
+class ConfirmationRefused(Exception):
+    """A destructive command was not confirmed."""
+
+
+class ErrorExit(NamedTuple):
+    exit_code: int
+    code: str  # the `error` value of the `--json` error object
+    prefix: str | None  # put before the message on stderr; None: the message says it already
+
+
+# First match wins, so subclasses come before their bases.
+ERROR_EXITS: Final[tuple[tuple[type[Exception], ErrorExit], ...]] = (
+    (ConfirmationRefused, ErrorExit(1, "not_confirmed", None)),
+    (FactNotFoundError, ErrorExit(3, "fact_not_found", None)),
+    (DuplicateFactError, ErrorExit(4, "duplicate_fact", "duplicate")),
+    (FactEvictedError, ErrorExit(4, "fact_evicted", "evicted")),
+    (MemoryConflictError, ErrorExit(4, "conflict", "conflict")),
+    (MemoryUnsupportedError, ErrorExit(5, "unsupported", None)),
+    (MemoryCorruptionError, ErrorExit(6, "corruption", "stored memory is corrupt")),
+    (MemoryManagerError, ErrorExit(1, "memory_error", "memory error")),
+    (ValueError, ErrorExit(2, "invalid_input", "invalid input")),
+    (OSError, ErrorExit(1, "os_error", "error")),
+)
+
+
+def error_exit(exc: Exception) -> ErrorExit | None:
+    """How the CLI reports `exc`, decided by its type; None for errors it does not handle."""
+    return next((exit_ for kind, exit_ in ERROR_EXITS if isinstance(exc, kind)), None)
+
+
+@contextmanager
+def handle_errors(json_output: bool) -> Iterator[None]:
+    """Turn a known error into its exit code and one line (stderr), or a JSON object (stdout)."""
+    try:
+        yield
+    except Exception as exc:
+        exit_ = error_exit(exc)
+        if exit_ is None:
+            raise
+        detail = redact_text(" ".join(str(exc).split()))
+        if json_output:
+            render.print_json({"error": exit_.code, "detail": detail})
+        else:
+            line = f"{exit_.prefix}: {detail}" if exit_.prefix else detail
+            render.stderr().print(f"[red]{escape(line)}[/]")
+        raise typer.Exit(exit_.exit_code) from None
+
+
+@contextmanager
+def memory_session(config: Path | None, *, json_output: bool) -> Iterator[MemoryManager]:
+    """The configured manager, built once and closed at the end, with errors mapped by type."""
+    with handle_errors(json_output):
+        app_config = load_config(config)
+        manager = build_memory_manager(app_config.memory, host_hooks=default_host_hooks(app_config))
+        try:
+            yield manager
+        finally:
+            manager.close()
+
+
+def stdin_is_interactive() -> bool:
+    """Whether a person can answer a prompt (tests replace this)."""
+    return sys.stdin.isatty()
+
+
+def confirm(question: str, *, yes: bool) -> None:
+    """Ask before a destructive change; without a terminal, refuse instead of waiting.
+
+    Raises:
+        ConfirmationRefused: not confirmed, or nobody to ask and no `--yes`.
+    """
+    if yes:
+        return
+    if not stdin_is_interactive():
+        raise ConfirmationRefused("not confirmed: no terminal to ask; pass --yes to go ahead")
+    if not typer.confirm(question, default=False, err=True):
+        raise ConfirmationRefused("not confirmed: nothing changed")
+
+
+# -- DeerMem's own operations, reached by duck typing --------------------------------------------
+
+
+@runtime_checkable
+class Reindexable(Protocol):
+    def reindex(self, progress: Callable[[int], None] | None = None) -> int: ...
+
+
+@runtime_checkable
+class MarkdownPortable(Protocol):
+    def export_markdown(
+        self, destination: Path, *, user_id: str | None = None, agent_name: str | None = None
+    ) -> int: ...
+
+    def import_markdown(
+        self, source: Path, *, user_id: str | None = None, agent_name: str | None = None
+    ) -> dict[str, Any]: ...
+
+
+def file_storage(manager: MemoryManager, operation: str) -> FileMemoryStorage:
+    """The file storage under a DeerMem manager, for the tools that work below the contract.
+
+    Raises:
+        MemoryUnsupportedError: another backend, or DeerMem with a custom storage class.
+    """
+    storage = getattr(manager, "storage", None)
+    if not isinstance(storage, FileMemoryStorage):
+        raise MemoryUnsupportedError(type(manager).__name__, operation)
+    return storage
+
+
+# -- reading -------------------------------------------------------------------------------------
+
+
+@app.command()
+def show(
+    config: ConfigOption = None,
+    user: UserOption = DEFAULT_USER,
+    agent: AgentOption = None,
+    json_output: JsonOption = False,
+) -> None:
+    """Show the summaries and the facts of one agent bucket (`get_memory`)."""
+    with memory_session(config, json_output=json_output) as manager:
+        document = manager.get_memory(user_id=user, agent_name=agent)
+    if json_output:
+        render.print_json(document)
+    else:
+        render.stdout().print(render.document_view(document, user=user, agent=agent))
+
+
+@app.command()
+def search(
+    query: Annotated[str, typer.Argument(help="Words to look for (FTS5 syntax passes through).")],
+    category: Annotated[
+        str | None, typer.Option("--category", help="Only facts of this category.")
+    ] = None,
+    limit: Annotated[int, typer.Option("--limit", "-n", help="At most this many facts.")] = 10,
+    config: ConfigOption = None,
+    user: UserOption = DEFAULT_USER,
+    agent: AgentOption = None,
+    json_output: JsonOption = False,
+) -> None:
+    """Search the facts of one agent bucket, best first (`search`)."""
+    with memory_session(config, json_output=json_output) as manager:
+        found = manager.search(query, limit, user_id=user, agent_name=agent, category=category)
+    if json_output:
+        render.print_json(found)
+    elif found:
+        render.stdout().print(render.facts_table(found, with_score=True))
+    else:
+        render.stdout().print("(no matching facts)")
+
+
+@app.command()
+def history(
+    limit: Annotated[int, typer.Option("--limit", "-n", help="At most this many changes.")] = 20,
+    config: ConfigOption = None,
+    user: UserOption = DEFAULT_USER,
+    agent: AgentOption = None,
+    json_output: JsonOption = False,
+) -> None:
+    """List recorded changes of the bucket and the user's summaries, newest first."""
+    with memory_session(config, json_output=json_output) as manager:
+        entries = manager.get_history(user_id=user, agent_name=agent, limit=limit)
+    if json_output:
+        render.print_json(entries)
+    elif entries:
+        render.stdout().print(render.history_table(entries))
+    else:
+        render.stdout().print("(no recorded changes)")
+
+
+# -- single facts --------------------------------------------------------------------------------
+
+
+def _fact(document: dict[str, Any], fact_id: str | None) -> dict[str, Any] | None:
+    return next((f for f in document.get("facts", []) if f["id"] == fact_id), None)
+
+
+@facts_app.command("add")
+def facts_add(
+    content: Annotated[str, typer.Argument(help="What to remember.")],
+    category: Annotated[str, typer.Option("--category", help="The fact's category.")] = "context",
+    confidence: Annotated[float, typer.Option("--confidence", help="0..1.")] = 0.5,
+    config: ConfigOption = None,
+    user: UserOption = DEFAULT_USER,
+    agent: AgentOption = None,
+    json_output: JsonOption = False,
+) -> None:
+    """Store one fact (`create_fact`). Refused for duplicates and secret-looking content."""
+    with memory_session(config, json_output=json_output) as manager:
+        document, fact_id = manager.create_fact(
+            content, category, confidence, user_id=user, agent_name=agent
+        )
+    if json_output:
+        render.print_json({"fact_id": fact_id, "fact": _fact(document, fact_id)})
+    elif fact_id is None:
+        render.stdout().print("not stored as a new fact (merged into an existing one)")
+    else:
+        render.stdout().print(f"added {fact_id}")
+
+
+@facts_app.command("edit")
+def facts_edit(
+    fact_id: Annotated[str, typer.Argument(help="The fact to change (fact_…).")],
+    content: Annotated[str | None, typer.Option("--content", help="New text.")] = None,
+    category: Annotated[str | None, typer.Option("--category", help="New category.")] = None,
+    confidence: Annotated[float | None, typer.Option("--confidence", help="New 0..1.")] = None,
+    config: ConfigOption = None,
+    user: UserOption = DEFAULT_USER,
+    agent: AgentOption = None,
+    json_output: JsonOption = False,
+) -> None:
+    """Change the text, category or confidence of one fact (`update_fact`)."""
+    with memory_session(config, json_output=json_output) as manager:
+        if content is None and category is None and confidence is None:
+            raise ValueError("nothing to change: pass --content, --category or --confidence")
+        document = manager.update_fact(
+            fact_id, content, category, confidence, user_id=user, agent_name=agent
+        )
+    if json_output:
+        render.print_json({"fact": _fact(document, fact_id)})
+    else:
+        render.stdout().print(f"updated {fact_id}")
+
+
+@facts_app.command("rm")
+def facts_rm(
+    fact_id: Annotated[str, typer.Argument(help="The fact to delete (fact_…).")],
+    yes: YesOption = False,
+    config: ConfigOption = None,
+    user: UserOption = DEFAULT_USER,
+    agent: AgentOption = None,
+    json_output: JsonOption = False,
+) -> None:
+    """Delete one fact (`delete_fact`); `memory revert` can bring it back."""
+    with memory_session(config, json_output=json_output) as manager:
+        confirm(f"Delete {fact_id}?", yes=yes)
+        manager.delete_fact(fact_id, user_id=user, agent_name=agent)
+    if json_output:
+        render.print_json({"deleted": fact_id})
+    else:
+        render.stdout().print(f"deleted {fact_id}")
+
+
+# -- whole buckets ---------------------------------------------------------------------------------
+
+
+class ExportFormat(StrEnum):
+    json = "json"
+    markdown = "markdown"
+
+
+@app.command()
+def export(
+    format_: Annotated[
+        ExportFormat, typer.Option("--format", "-f", help="A JSON document or a Markdown folder.")
+    ] = ExportFormat.json,
+    output: Annotated[
+        Path | None,
+        typer.Option("--output", "-o", help="File (json) or new folder (markdown; required)."),
+    ] = None,
+    config: ConfigOption = None,
+    user: UserOption = DEFAULT_USER,
+    agent: AgentOption = None,
+    json_output: JsonOption = False,
+) -> None:
+    """Write the summaries and the bucket's facts in the form `memory import` reads back."""
+    with memory_session(config, json_output=json_output) as manager:
+        if format_ is ExportFormat.markdown:
+            if output is None:
+                raise ValueError("--format markdown needs --output FOLDER")
+            if output.exists() and (not output.is_dir() or any(output.iterdir())):
+                raise ValueError(f"--output {output}: must be a new or empty folder")
+            if not isinstance(manager, MarkdownPortable):
+                raise MemoryUnsupportedError(type(manager).__name__, "export_markdown")
+            count = manager.export_markdown(output, user_id=user, agent_name=agent)
+        else:
+            document = manager.export_memory(user_id=user, agent_name=agent)
+            count = len(document.get("facts", []))
+            if output is None:
+                render.print_json(document)
+                return
+            output.write_text(json.dumps(document, indent=2, ensure_ascii=False) + "\n")
+    if json_output:
+        render.print_json({"format": format_.value, "output": str(output), "facts": count})
+    else:
+        render.stdout().print(f"exported {count} facts to {escape(str(output))}")
+
+
+@app.command("import")
+def import_(
+    path: Annotated[
+        Path, typer.Argument(help="A JSON document, or a Markdown export folder.", exists=True)
+    ],
+    yes: YesOption = False,
+    config: ConfigOption = None,
+    user: UserOption = DEFAULT_USER,
+    agent: AgentOption = None,
+    json_output: JsonOption = False,
+) -> None:
+    """Replace the user's summaries and the bucket's facts with an export (revertible)."""
+    with memory_session(config, json_output=json_output) as manager:
+        bucket = agent or "the default bucket"
+        confirm(f"Replace the summaries and the facts of {bucket} for {user}?", yes=yes)
+        if path.is_dir():
+            if not isinstance(manager, MarkdownPortable):
+                raise MemoryUnsupportedError(type(manager).__name__, "import_markdown")
+            document = manager.import_markdown(path, user_id=user, agent_name=agent)
+        else:
+            data = json.loads(path.read_text(encoding="utf-8"))
+            document = manager.import_memory(data, user_id=user, agent_name=agent)
+    if json_output:
+        render.print_json(document)
+    else:
+        count = len(document.get("facts", []))
+        render.stdout().print(f"imported {count} facts (revision {document.get('revision')})")
+
+
+@app.command()
+def clear(
+    all_agents: Annotated[
+        bool, typer.Option("--all-agents", help="Every agent bucket and the summaries.")
+    ] = False,
+    yes: YesOption = False,
+    config: ConfigOption = None,
+    user: UserOption = DEFAULT_USER,
+    agent: AgentOption = None,
+    json_output: JsonOption = False,
+) -> None:
+    """Delete the facts of one agent bucket, or with --all-agents everything of the user."""
+    with memory_session(config, json_output=json_output) as manager:
+        if all_agents and agent is not None:
+            raise ValueError("pass either --agent or --all-agents, not both")
+        scope = "ALL memory" if all_agents else f"the facts of {agent or 'the default bucket'}"
+        confirm(f"Delete {scope} of {user}?", yes=yes)
+        if all_agents or agent is not None:
+            document = manager.clear_memory(user_id=user, agent_name=agent)
+        else:
+            document = clear_default_bucket(manager, user)
+    if json_output:
+        render.print_json(document)
+    else:
+        render.stdout().print(f"cleared {scope} of {escape(user)}")
+
+
+def clear_default_bucket(manager: MemoryManager, user: str) -> dict[str, Any]:
+    """Remove the facts of the default bucket only, keeping summaries and other agents.
+
+    The contract has no call for this: `clear_memory(agent_name=None)` means every agent and the
+    summaries. Importing the current summaries with no facts is the one atomic, revertible
+    change that does it (recorded as an import).
+    """
+    current = manager.get_memory(user_id=user)
+    return manager.import_memory({**current, "facts": []}, user_id=user)
+
+
+@app.command()
+def revert(
+    change_id: Annotated[str, typer.Argument(help="A change id from `deerflow memory history`.")],
+    yes: YesOption = False,
+    config: ConfigOption = None,
+    user: UserOption = DEFAULT_USER,
+    json_output: JsonOption = False,
+) -> None:
+    """Undo one recorded change (`revert_change`); the undo is itself recorded."""
+    with memory_session(config, json_output=json_output) as manager:
+        confirm(f"Revert {change_id} of {user}?", yes=yes)
+        entry = manager.revert_change(change_id, user_id=user)
+    if json_output:
+        render.print_json(entry)
+    else:
+        render.stdout().print(f"reverted {escape(change_id)} (recorded as {entry['change_id']})")
+
+
+# -- maintenance (DeerMem) -----------------------------------------------------------------------
+
+
+@app.command()
+def reindex(config: ConfigOption = None, json_output: JsonOption = False) -> None:
+    """Rebuild the whole retrieval index from the stored files (DeerMem)."""
+    with memory_session(config, json_output=json_output) as manager:
+        if not isinstance(manager, Reindexable):
+            raise MemoryUnsupportedError(type(manager).__name__, "reindex")
+        started = time.perf_counter()
+        with render.progress_bar("reindexing facts", enabled=not json_output) as progress:
+            count = manager.reindex(progress)
+        seconds = time.perf_counter() - started
+    if json_output:
+        render.print_json({"facts": count, "seconds": round(seconds, 3)})
+    else:
+        render.stdout().print(f"reindexed {count} facts in {seconds:.2f}s")
+
+
+@app.command("migrate")
+def migrate_(
+    dry_run: Annotated[
+        bool, typer.Option("--dry-run", help="Report what would migrate; change nothing.")
+    ] = False,
+    yes: YesOption = False,
+    config: ConfigOption = None,
+    json_output: JsonOption = False,
+) -> None:
+    """Migrate old single-file memory under the storage root to the current layout (DeerMem).
+
+    Each source keeps a byte-identical `.v1.bak`; each user's migration is one revertible
+    change. Exits with 1 when any user could not be migrated (the others still are).
+    """
+    with memory_session(config, json_output=json_output) as manager:
+        storage = file_storage(manager, "migrate")
+        if not dry_run and not yes:
+            legacy = find_legacy(storage.root)
+            if legacy:
+                confirm(f"Migrate {len(legacy)} legacy memory files?", yes=yes)
+        with render.progress_bar("migrating", enabled=not json_output):
+            report = migrate(storage.root, storage, dry_run=dry_run).as_dict()
+    if json_output:
+        render.print_json(report)
+    elif report["users"]:
+        render.stdout().print(render.migration_table(report))
+    else:
+        render.stdout().print("nothing to migrate")
+    if not report["ok"]:
+        raise typer.Exit(1)

@@ -1,0 +1,227 @@
+"""How `deerflow memory` shows its results: Rich tables for people, plain JSON for scripts.
+
+Stored text (facts, summaries, reasons) goes into `Text` objects or through `escape`, never into
+markup, so a fact such as "[bold] is a tag" is shown as written.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from typing import Any, Final
+
+import typer
+from rich import box
+from rich.console import Console, ConsoleOptions, Group, RenderableType, RenderResult
+from rich.markup import escape
+from rich.padding import Padding
+from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+from rich.table import Table
+from rich.text import Text
+
+__all__ = [
+    "Adaptive",
+    "audit_table",
+    "document_view",
+    "facts_table",
+    "history_table",
+    "migration_table",
+    "print_json",
+    "progress_bar",
+    "stderr",
+    "stdout",
+]
+
+# Below this many columns, tables of facts and changes turn into one block per row.
+WIDE: Final = 110
+SUMMARY_LABELS: Final = {
+    ("user", "workContext"): "Work",
+    ("user", "personalContext"): "Personal",
+    ("user", "topOfMind"): "Current focus",
+    ("history", "recentMonths"): "Recent",
+    ("history", "earlierContext"): "Earlier",
+    ("history", "longTermBackground"): "Background",
+}
+
+
+def stdout() -> Console:
+    return Console(highlight=False)
+
+
+def stderr() -> Console:
+    return Console(stderr=True, highlight=False)
+
+
+def print_json(value: Any) -> None:
+    """Plain, uncoloured JSON on stdout, for scripts."""
+    typer.echo(json.dumps(value, indent=2, ensure_ascii=False))
+
+
+def document_view(document: Mapping[str, Any], *, user: str, agent: str | None) -> Group:
+    """The summaries, then the bucket's facts, under a one-line header."""
+    facts = document.get("facts", [])
+    header = Text.assemble(
+        ("user ", "dim"),
+        user,
+        (" · bucket ", "dim"),
+        agent or "(default)",
+        (" · revision ", "dim"),
+        str(document.get("revision", "?")),
+        (" · ", "dim"),
+        f"{len(facts)} facts",
+    )
+    summaries = Table.grid(padding=(0, 2))
+    summaries.add_column(style="bold")
+    summaries.add_column()
+    for (part, section), label in SUMMARY_LABELS.items():
+        text = (document.get(part) or {}).get(section, {}).get("summary", "")
+        if text:
+            summaries.add_row(label, Text(text))
+    parts: list[RenderableType] = [header]
+    parts.append(summaries if summaries.row_count else Text("(no summaries)", style="dim"))
+    parts.append(facts_table(facts) if facts else Text("(no facts)", style="dim"))
+    return Group(*parts)
+
+
+class Adaptive:
+    """A table where the console is wide enough, else one block per row.
+
+    Full ids take 37 columns, so at 80 columns a table leaves the text a few characters. Then
+    each row becomes a line of its short fields, with the long text indented below it.
+    """
+
+    def __init__(self, table: Table, rows: Sequence[tuple[list[str], str]], min_width: int):
+        self.table = table
+        self.rows = rows
+        self.min_width = min_width
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        if options.max_width >= self.min_width:
+            yield self.table
+            return
+        for fields, text in self.rows:
+            yield Text("  ".join(fields), style="bold")
+            yield Padding(Text(text), (0, 0, 0, 4))
+
+
+def facts_table(facts: Sequence[Mapping[str, Any]], *, with_score: bool = False) -> Adaptive:
+    """id, category, confidence, updated, content (and the search score when asked).
+
+    Ids are never cut short: they are what `facts edit`, `facts rm` and `revert` take.
+    """
+    table = Table(box=box.SIMPLE_HEAD)
+    _id_column(table, "id", [str(fact["id"]) for fact in facts])
+    table.add_column("category")
+    table.add_column("confidence", justify="right")
+    table.add_column("updated", no_wrap=True)
+    if with_score:
+        table.add_column("score", justify="right")
+    table.add_column("content", overflow="fold", ratio=1)
+    rows = []
+    for fact in facts:
+        fields = [
+            str(fact["id"]),
+            str(fact["category"]),
+            f"{float(fact['confidence']):.2f}",
+            _moment(fact.get("updatedAt")),
+        ]
+        if with_score:
+            fields.append(f"{float(fact.get('score', 0.0)):.3f}")
+        table.add_row(*(Text(field) for field in fields), Text(str(fact["content"])))
+        rows.append((fields, str(fact["content"])))
+    return Adaptive(table, rows, WIDE)
+
+
+def history_table(entries: Sequence[Mapping[str, Any]]) -> Adaptive:
+    """One row per change, newest first: what `revert` can undo."""
+    table = Table(box=box.SIMPLE_HEAD)
+    _id_column(table, "change id", [str(entry["change_id"]) for entry in entries])
+    table.add_column("at", no_wrap=True)
+    table.add_column("actor")
+    table.add_column("facts before→after")
+    table.add_column("reason", overflow="fold", ratio=1)
+    rows = []
+    for entry in entries:
+        before = len(entry["before"]["facts"])
+        after = len(entry["after"]["facts"])
+        sections = sum(len(s) for s in entry["after"]["summaries"].values())
+        facts = f"{before}→{after}" + (f" (+{sections} summaries)" if sections else "")
+        fields = [str(entry["change_id"]), _moment(entry.get("at")), str(entry["actor"]), facts]
+        table.add_row(*(Text(field) for field in fields), Text(str(entry["reason"])))
+        rows.append((fields, str(entry["reason"])))
+    return Adaptive(table, rows, WIDE)
+
+
+def _id_column(table: Table, header: str, ids: Sequence[str]) -> None:
+    width = max((len(i) for i in ids), default=len(header))
+    table.add_column(header, no_wrap=True, min_width=width)
+
+
+def _moment(stamp: Any) -> str:
+    """`2025-03-01T08:00:00Z` as `2025-03-01 08:00`; anything else as it is."""
+    text = str(stamp or "")
+    return text[:16].replace("T", " ") if len(text) >= 16 and text[10:11] == "T" else text
+
+
+def migration_table(report: Mapping[str, Any]) -> Table:
+    """One row per user of a `MigrationReport.as_dict()`."""
+    title = "migration (dry run: nothing changed)" if report["dry_run"] else "migration"
+    table = Table("user", "facts", "buckets", "summaries", "result", title=title)
+    for user in report["users"]:
+        buckets = ", ".join(f"{name}: {count}" for name, count in user["buckets"].items())
+        if user["error"]:
+            result = Text(f"failed: {user['error']}", style="red")
+        elif report["dry_run"]:
+            result = Text("would migrate")
+        else:
+            result = Text(f"migrated ({user['change_id']})")
+        table.add_row(
+            Text(str(user["user_id"])),
+            str(user["facts"]),
+            Text(buckets or "-"),
+            Text(", ".join(user["summaries"]) or "-"),
+            result,
+        )
+    return table
+
+
+def audit_table(reports: Sequence[Mapping[str, Any]]) -> Table:
+    """One row per bucket of the `AuditReport.as_dict()` results, one column per scalar."""
+    keys = [k for k in (reports[0] if reports else {}) if _is_scalar(reports[0][k])]
+    table = Table(*keys)
+    for report in reports:
+        table.add_row(*(Text(_cell(report.get(key))) for key in keys))
+    return table
+
+
+def _is_scalar(value: Any) -> bool:
+    return value is None or isinstance(value, str | int | float | bool)
+
+
+def _cell(value: Any) -> str:
+    if isinstance(value, float):
+        return f"{value:.2f}"
+    return "-" if value is None else str(value)
+
+
+@contextmanager
+def progress_bar(description: str, *, enabled: bool) -> Iterator[Callable[[int], None]]:
+    """A Rich progress bar on stderr; yields the callback that reports how many items are done.
+
+    The total is unknown in advance, so the bar pulses and the count grows. Disabled (for
+    `--json`), the callback does nothing.
+    """
+    if not enabled:
+        yield lambda done: None
+        return
+    columns = (
+        SpinnerColumn(),
+        TextColumn(escape(description)),
+        BarColumn(),
+        TextColumn("{task.completed} done"),
+        TimeElapsedColumn(),
+    )
+    with Progress(*columns, console=stderr(), transient=True) as progress:
+        task = progress.add_task(description, total=None)
+        yield lambda done: progress.update(task, completed=done)
