@@ -1,7 +1,5 @@
 """Relevance-aware ordering of facts for a query (SPEC §5.7)."""
 
-
-
 from __future__ import annotations
 
 import pytest

@@ -1,7 +1,5 @@
 """Secret scrubbing (SPEC §9.4): credentials are refused, talk about them is not."""
 
-
-
 from __future__ import annotations
 
 import pytest

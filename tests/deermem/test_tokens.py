@@ -1,7 +1,5 @@
 """Token counting for the injection budget (SPEC §5.8): real cl100k offline, else an estimate."""
 
-
-
 from __future__ import annotations
 
 import logging
