@@ -41,9 +41,10 @@ def test_demo_tours_the_configured_backend() -> None:
         app, ["demo", "-c", str(REPO_ROOT / "examples" / "demo.yaml")], env={"COLUMNS": "200"}
     )
     assert result.exit_code == 0, result.output
-    assert "InMemoryMemoryManager" in result.output
+    assert "DeerMemMemoryManager" in result.output
     assert "[preference | 0.90] Prefers pnpm over npm for JavaScript projects" in result.output
     assert "(nothing remembered for someone-else)" in result.output
+    assert "after revert: Prefers pnpm over npm for JavaScript projects" in result.output
 
 
 def test_demo_stops_clearly_on_a_backend_without_fact_operations(tmp_path: Path) -> None:

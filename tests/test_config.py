@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from deerflow.agents.memory.backends.deermem.deermem.config import DeerMemConfig, parse_config
 from deerflow.config import ConfigError, MemoryConfig, load_config, runtime_home
 from deerflow.config import loader as config_loader
 
@@ -153,7 +154,10 @@ def test_runtime_home_defaults_to_dot_deer_flow_in_the_working_directory(
 def test_example_config_is_valid_and_documents_every_memory_key() -> None:
     example = REPO_ROOT / "config.example.yaml"
     config = load_config(example, environ={"OPENAI_API_KEY": "sk-test"})
-    assert config.memory == MemoryConfig(backend_config={"storage_path": ""})
+    backend_config = config.memory.backend_config
+    assert config.memory == MemoryConfig(backend_config=backend_config)
+    assert set(backend_config) == set(DeerMemConfig.model_fields)
+    assert parse_config({**backend_config, "storage_path": "/data"}).max_facts == 100
     memory_block = yaml.safe_load(example.read_text())["memory"]
     assert set(memory_block) == set(MemoryConfig.model_fields)
     model_block = yaml.safe_load(example.read_text())["models"][0]

@@ -70,6 +70,15 @@ def run_tour(manager: MemoryManager, console: Console) -> None:
     other = manager.get_context("someone-else")
     console.print(other or "(nothing remembered for someone-else)")
 
+    console.rule("5. A deleted fact comes back with one undo")
+    doomed = results[0]
+    manager.delete_fact(doomed["id"], user_id=DEMO_USER)
+    change = manager.get_history(user_id=DEMO_USER, limit=1)[0]
+    console.print(escape(f"deleted {doomed['id']} (change {change['change_id']})"))
+    manager.revert_change(change["change_id"], user_id=DEMO_USER)
+    restored = manager.search(doomed["content"], top_k=1, user_id=DEMO_USER)
+    console.print(escape(f"after revert: {restored[0]['content'] if restored else '(missing!)'}"))
+
 
 def _facts_table(facts: list[dict[str, Any]]) -> Table:
     table = Table("id", "category", "confidence", "content")

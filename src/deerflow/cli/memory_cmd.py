@@ -2,161 +2,42 @@
 
 Every command parses its options, builds the configured manager once (`memory_session`), calls
 one method of it, and prints the result: a Rich view, or JSON with `--json`. Library errors turn
-into exit codes by type, in one table (`ERROR_EXITS`); destructive commands ask first, and
-refuse without a terminal unless `--yes` is given.
+into exit codes by type (`memory_session.ERROR_EXITS`); destructive commands ask first, and
+refuse without a terminal unless `--yes` is given. Tables live in `memory_render`.
 """
 
 from __future__ import annotations
 
 import json
-import sys
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from datetime import UTC, datetime
 from enum import StrEnum
 from pathlib import Path
-from typing import Annotated, Any, Final, NamedTuple, Protocol, runtime_checkable
+from typing import Annotated, Any, Final
 
 import typer
 from rich.markup import escape
 
-from deerflow.agents.memory.backends.deermem.deermem.core.storage import FileMemoryStorage
+from deerflow.agents.memory.backends.deermem.deermem.audit import audit_bucket
+from deerflow.agents.memory.backends.deermem.deermem.core.paths import DEFAULT_AGENT
 from deerflow.agents.memory.backends.deermem.deermem.migrate import find_legacy, migrate
-from deerflow.agents.memory.manager import (
-    DuplicateFactError,
-    FactEvictedError,
-    FactNotFoundError,
-    MemoryConflictError,
-    MemoryCorruptionError,
-    MemoryManager,
-    MemoryManagerError,
-    MemoryUnsupportedError,
-    build_memory_manager,
-    default_host_hooks,
-)
+from deerflow.agents.memory.manager import MemoryManager, MemoryUnsupportedError
 from deerflow.cli import memory_render as render
+from deerflow.cli.memory_session import (
+    MarkdownPortable,
+    Reindexable,
+    confirm,
+    deermem_storage,
+    file_storage,
+    memory_session,
+)
 from deerflow.cli.options import AgentOption, ConfigOption, JsonOption, UserOption, YesOption
-from deerflow.config import load_config
-from deerflow.redaction import redact_text
 
 app = typer.Typer(help="Inspect and manage stored memory.", no_args_is_help=True)
 facts_app = typer.Typer(help="Add, edit and remove single facts.", no_args_is_help=True)
 app.add_typer(facts_app, name="facts")
 
 DEFAULT_USER: Final = "default"
-
-
-# -- errors, in one place ------------------------------------------------------------------------
-
-
-class ConfirmationRefused(Exception):
-    """A destructive command was not confirmed."""
-
-
-class ErrorExit(NamedTuple):
-    exit_code: int
-    code: str  # the `error` value of the `--json` error object
-    prefix: str | None  # put before the message on stderr; None: the message says it already
-
-
-# First match wins, so subclasses come before their bases.
-ERROR_EXITS: Final[tuple[tuple[type[Exception], ErrorExit], ...]] = (
-    (ConfirmationRefused, ErrorExit(1, "not_confirmed", None)),
-    (FactNotFoundError, ErrorExit(3, "fact_not_found", None)),
-    (DuplicateFactError, ErrorExit(4, "duplicate_fact", "duplicate")),
-    (FactEvictedError, ErrorExit(4, "fact_evicted", "evicted")),
-    (MemoryConflictError, ErrorExit(4, "conflict", "conflict")),
-    (MemoryUnsupportedError, ErrorExit(5, "unsupported", None)),
-    (MemoryCorruptionError, ErrorExit(6, "corruption", "stored memory is corrupt")),
-    (MemoryManagerError, ErrorExit(1, "memory_error", "memory error")),
-    (ValueError, ErrorExit(2, "invalid_input", "invalid input")),
-    (OSError, ErrorExit(1, "os_error", "error")),
-)
-
-
-def error_exit(exc: Exception) -> ErrorExit | None:
-    """How the CLI reports `exc`, decided by its type; None for errors it does not handle."""
-    return next((exit_ for kind, exit_ in ERROR_EXITS if isinstance(exc, kind)), None)
-
-
-@contextmanager
-def handle_errors(json_output: bool) -> Iterator[None]:
-    """Turn a known error into its exit code and one line (stderr), or a JSON object (stdout)."""
-    try:
-        yield
-    except Exception as exc:
-        exit_ = error_exit(exc)
-        if exit_ is None:
-            raise
-        detail = redact_text(" ".join(str(exc).split()))
-        if json_output:
-            render.print_json({"error": exit_.code, "detail": detail})
-        else:
-            line = f"{exit_.prefix}: {detail}" if exit_.prefix else detail
-            render.stderr().print(f"[red]{escape(line)}[/]")
-        raise typer.Exit(exit_.exit_code) from None
-
-
-@contextmanager
-def memory_session(config: Path | None, *, json_output: bool) -> Iterator[MemoryManager]:
-    """The configured manager, built once and closed at the end, with errors mapped by type."""
-    with handle_errors(json_output):
-        app_config = load_config(config)
-        manager = build_memory_manager(app_config.memory, host_hooks=default_host_hooks(app_config))
-        try:
-            yield manager
-        finally:
-            manager.close()
-
-
-def stdin_is_interactive() -> bool:
-    """Whether a person can answer a prompt (tests replace this)."""
-    return sys.stdin.isatty()
-
-
-def confirm(question: str, *, yes: bool) -> None:
-    """Ask before a destructive change; without a terminal, refuse instead of waiting.
-
-    Raises:
-        ConfirmationRefused: not confirmed, or nobody to ask and no `--yes`.
-    """
-    if yes:
-        return
-    if not stdin_is_interactive():
-        raise ConfirmationRefused("not confirmed: no terminal to ask; pass --yes to go ahead")
-    if not typer.confirm(question, default=False, err=True):
-        raise ConfirmationRefused("not confirmed: nothing changed")
-
-
-# -- DeerMem's own operations, reached by duck typing --------------------------------------------
-
-
-@runtime_checkable
-class Reindexable(Protocol):
-    def reindex(self, progress: Callable[[int], None] | None = None) -> int: ...
-
-
-@runtime_checkable
-class MarkdownPortable(Protocol):
-    def export_markdown(
-        self, destination: Path, *, user_id: str | None = None, agent_name: str | None = None
-    ) -> int: ...
-
-    def import_markdown(
-        self, source: Path, *, user_id: str | None = None, agent_name: str | None = None
-    ) -> dict[str, Any]: ...
-
-
-def file_storage(manager: MemoryManager, operation: str) -> FileMemoryStorage:
-    """The file storage under a DeerMem manager, for the tools that work below the contract.
-
-    Raises:
-        MemoryUnsupportedError: another backend, or DeerMem with a custom storage class.
-    """
-    storage = getattr(manager, "storage", None)
-    if not isinstance(storage, FileMemoryStorage):
-        raise MemoryUnsupportedError(type(manager).__name__, operation)
-    return storage
 
 
 # -- reading -------------------------------------------------------------------------------------
@@ -440,6 +321,40 @@ def reindex(config: ConfigOption = None, json_output: JsonOption = False) -> Non
         render.print_json({"facts": count, "seconds": round(seconds, 3)})
     else:
         render.stdout().print(f"reindexed {count} facts in {seconds:.2f}s")
+
+
+@app.command()
+def audit(
+    stale_days: Annotated[
+        int, typer.Option("--stale-days", help="Age after which a fact counts as stale.")
+    ] = 90,
+    similarity: Annotated[
+        float, typer.Option("--similarity", help="Token overlap (0..1] of near duplicates.")
+    ] = 0.7,
+    config: ConfigOption = None,
+    user: UserOption = DEFAULT_USER,
+    json_output: JsonOption = False,
+) -> None:
+    """Report duplicates, stale facts, secrets and missing provenance per agent bucket (DeerMem).
+
+    Read-only. Covers every bucket of the user that holds facts.
+    """
+    with memory_session(config, json_output=json_output) as manager:
+        storage = deermem_storage(manager, "audit")
+        now = datetime.now(UTC)
+        reports = [
+            audit_bucket(
+                storage.load(user, None if bucket == DEFAULT_AGENT else bucket),
+                now=now,
+                staleness_age_days=stale_days,
+                near_duplicate_threshold=similarity,
+            ).as_dict()
+            for bucket in storage.load(user, None).buckets or (DEFAULT_AGENT,)
+        ]
+    if json_output:
+        render.print_json(reports)
+    else:
+        render.stdout().print(render.audit_view(reports))
 
 
 @app.command("migrate")

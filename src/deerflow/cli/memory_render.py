@@ -22,7 +22,7 @@ from rich.text import Text
 
 __all__ = [
     "Adaptive",
-    "audit_table",
+    "audit_view",
     "document_view",
     "facts_table",
     "history_table",
@@ -164,18 +164,25 @@ def _moment(stamp: Any) -> str:
     return text[:16].replace("T", " ") if len(text) >= 16 and text[10:11] == "T" else text
 
 
-def migration_table(report: Mapping[str, Any]) -> Table:
-    """One row per user of a `MigrationReport.as_dict()`."""
+def migration_table(report: Mapping[str, Any]) -> Group:
+    """One row per user of a `MigrationReport.as_dict()`, then why each failed user failed."""
     title = "migration (dry run: nothing changed)" if report["dry_run"] else "migration"
-    table = Table("user", "facts", "buckets", "summaries", "result", title=title)
+    table = Table(title=title, box=box.SIMPLE_HEAD)
+    table.add_column("user")
+    table.add_column("facts", justify="right")
+    table.add_column("buckets")
+    table.add_column("summaries")
+    _id_column(table, "result", [str(u["change_id"] or "") for u in report["users"]])
+    failures: list[RenderableType] = []
     for user in report["users"]:
         buckets = ", ".join(f"{name}: {count}" for name, count in user["buckets"].items())
         if user["error"]:
-            result = Text(f"failed: {user['error']}", style="red")
+            result = Text("failed (below)", style="red")
+            failures.append(Text(f"{user['user_id']}: {user['error']}", style="red"))
         elif report["dry_run"]:
             result = Text("would migrate")
         else:
-            result = Text(f"migrated ({user['change_id']})")
+            result = Text(str(user["change_id"]))
         table.add_row(
             Text(str(user["user_id"])),
             str(user["facts"]),
@@ -183,26 +190,52 @@ def migration_table(report: Mapping[str, Any]) -> Table:
             Text(", ".join(user["summaries"]) or "-"),
             result,
         )
-    return table
+    return Group(table, *failures)
 
 
-def audit_table(reports: Sequence[Mapping[str, Any]]) -> Table:
-    """One row per bucket of the `AuditReport.as_dict()` results, one column per scalar."""
-    keys = [k for k in (reports[0] if reports else {}) if _is_scalar(reports[0][k])]
-    table = Table(*keys)
+AUDIT_FINDINGS: Final = (
+    ("exact_duplicates", "exact dup."),
+    ("near_duplicates", "near dup."),
+    ("stale", "stale"),
+    ("never_retrieved", "never retrieved"),
+    ("secrets", "secrets"),
+    ("without_provenance", "no provenance"),
+)
+
+
+def audit_view(reports: Sequence[Mapping[str, Any]]) -> Group:
+    """Counts and rates per bucket (`AuditReport.as_dict()`), then the ids behind each finding."""
+    table = Table(box=box.SIMPLE_HEAD)
+    _id_column(table, "bucket", [str(report["bucket"]) for report in reports])
+    table.add_column("facts", justify="right")
+    for _, label in AUDIT_FINDINGS:
+        table.add_column(label, justify="right")
+    details: list[RenderableType] = []
     for report in reports:
-        table.add_row(*(Text(_cell(report.get(key))) for key in keys))
-    return table
+        cells: list[RenderableType] = [Text(str(report["bucket"])), str(report["total"])]
+        for key, label in AUDIT_FINDINGS:
+            finding = report.get(key)
+            if finding is None:
+                cells.append("n/a")
+                continue
+            cells.append(f"{finding['count']} ({finding['rate']:.0%})" if finding["count"] else "0")
+            listed = _finding_ids(key, finding)
+            if listed:
+                details.append(Text(f"{report['bucket']} · {label}: {listed}"))
+        table.add_row(*cells)
+    return Group(table, *details)
 
 
-def _is_scalar(value: Any) -> bool:
-    return value is None or isinstance(value, str | int | float | bool)
-
-
-def _cell(value: Any) -> str:
-    if isinstance(value, float):
-        return f"{value:.2f}"
-    return "-" if value is None else str(value)
+def _finding_ids(key: str, finding: Mapping[str, Any]) -> str:
+    if key == "exact_duplicates":
+        return "; ".join(" = ".join(group) for group in finding["groups"])
+    if key == "near_duplicates":
+        return "; ".join(
+            f"{' ~ '.join(pair['ids'])} ({pair['similarity']:.2f})" for pair in finding["pairs"]
+        )
+    if key == "secrets":
+        return "; ".join(f"{fact['id']} ({fact['reason']})" for fact in finding["facts"])
+    return ", ".join(finding.get("ids", []))
 
 
 @contextmanager

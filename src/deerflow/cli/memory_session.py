@@ -1,0 +1,177 @@
+"""What every `deerflow memory` command shares: the manager's lifetime, errors, confirmation.
+
+`memory_session` builds the configured manager once and closes it; `handle_errors` turns library
+errors into exit codes by type, from the one table `ERROR_EXITS`; `confirm` guards destructive
+commands and refuses, rather than waits, when nobody can answer.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, Final, NamedTuple, Protocol, runtime_checkable
+
+import typer
+from rich.markup import escape
+
+from deerflow.agents.memory.backends.deermem.deermem.core.storage import (
+    FileMemoryStorage,
+    MemoryStorage,
+)
+from deerflow.agents.memory.manager import (
+    DuplicateFactError,
+    FactEvictedError,
+    FactNotFoundError,
+    MemoryConflictError,
+    MemoryCorruptionError,
+    MemoryManager,
+    MemoryManagerError,
+    MemoryUnsupportedError,
+    build_memory_manager,
+    default_host_hooks,
+)
+from deerflow.cli import memory_render as render
+from deerflow.config import load_config
+from deerflow.redaction import redact_text
+
+__all__ = [
+    "ERROR_EXITS",
+    "ConfirmationRefused",
+    "ErrorExit",
+    "MarkdownPortable",
+    "Reindexable",
+    "confirm",
+    "deermem_storage",
+    "error_exit",
+    "file_storage",
+    "handle_errors",
+    "memory_session",
+    "stdin_is_interactive",
+]
+
+
+# -- errors, in one place ------------------------------------------------------------------------
+
+
+class ConfirmationRefused(Exception):
+    """A destructive command was not confirmed."""
+
+
+class ErrorExit(NamedTuple):
+    exit_code: int
+    code: str  # the `error` value of the `--json` error object
+    prefix: str | None  # put before the message on stderr; None: the message says it already
+
+
+# First match wins, so subclasses come before their bases.
+ERROR_EXITS: Final[tuple[tuple[type[Exception], ErrorExit], ...]] = (
+    (ConfirmationRefused, ErrorExit(1, "not_confirmed", None)),
+    (FactNotFoundError, ErrorExit(3, "fact_not_found", None)),
+    (DuplicateFactError, ErrorExit(4, "duplicate_fact", "duplicate")),
+    (FactEvictedError, ErrorExit(4, "fact_evicted", "evicted")),
+    (MemoryConflictError, ErrorExit(4, "conflict", "conflict")),
+    (MemoryUnsupportedError, ErrorExit(5, "unsupported", None)),
+    (MemoryCorruptionError, ErrorExit(6, "corruption", "stored memory is corrupt")),
+    (MemoryManagerError, ErrorExit(1, "memory_error", "memory error")),
+    (ValueError, ErrorExit(2, "invalid_input", "invalid input")),
+    (OSError, ErrorExit(1, "os_error", "error")),
+)
+
+
+def error_exit(exc: Exception) -> ErrorExit | None:
+    """How the CLI reports `exc`, decided by its type; None for errors it does not handle."""
+    return next((exit_ for kind, exit_ in ERROR_EXITS if isinstance(exc, kind)), None)
+
+
+@contextmanager
+def handle_errors(json_output: bool) -> Iterator[None]:
+    """Turn a known error into its exit code and one line (stderr), or a JSON object (stdout)."""
+    try:
+        yield
+    except Exception as exc:
+        exit_ = error_exit(exc)
+        if exit_ is None:
+            raise
+        detail = redact_text(" ".join(str(exc).split()))
+        if json_output:
+            render.print_json({"error": exit_.code, "detail": detail})
+        else:
+            line = f"{exit_.prefix}: {detail}" if exit_.prefix else detail
+            render.stderr().print(f"[red]{escape(line)}[/]")
+        raise typer.Exit(exit_.exit_code) from None
+
+
+@contextmanager
+def memory_session(config: Path | None, *, json_output: bool) -> Iterator[MemoryManager]:
+    """The configured manager, built once and closed at the end, with errors mapped by type."""
+    with handle_errors(json_output):
+        app_config = load_config(config)
+        manager = build_memory_manager(app_config.memory, host_hooks=default_host_hooks(app_config))
+        try:
+            yield manager
+        finally:
+            manager.close()
+
+
+def stdin_is_interactive() -> bool:
+    """Whether a person can answer a prompt (tests replace this)."""
+    return sys.stdin.isatty()
+
+
+def confirm(question: str, *, yes: bool) -> None:
+    """Ask before a destructive change; without a terminal, refuse instead of waiting.
+
+    Raises:
+        ConfirmationRefused: not confirmed, or nobody to ask and no `--yes`.
+    """
+    if yes:
+        return
+    if not stdin_is_interactive():
+        raise ConfirmationRefused("not confirmed: no terminal to ask; pass --yes to go ahead")
+    if not typer.confirm(question, default=False, err=True):
+        raise ConfirmationRefused("not confirmed: nothing changed")
+
+
+# -- DeerMem's own operations, reached by duck typing --------------------------------------------
+
+
+@runtime_checkable
+class Reindexable(Protocol):
+    def reindex(self, progress: Callable[[int], None] | None = None) -> int: ...
+
+
+@runtime_checkable
+class MarkdownPortable(Protocol):
+    def export_markdown(
+        self, destination: Path, *, user_id: str | None = None, agent_name: str | None = None
+    ) -> int: ...
+
+    def import_markdown(
+        self, source: Path, *, user_id: str | None = None, agent_name: str | None = None
+    ) -> dict[str, Any]: ...
+
+
+def deermem_storage(manager: MemoryManager, operation: str) -> MemoryStorage:
+    """The storage under a DeerMem manager, for the tools that work below the contract.
+
+    Raises:
+        MemoryUnsupportedError: the manager has no DeerMem storage.
+    """
+    storage = getattr(manager, "storage", None)
+    if not isinstance(storage, MemoryStorage):
+        raise MemoryUnsupportedError(type(manager).__name__, operation)
+    return storage
+
+
+def file_storage(manager: MemoryManager, operation: str) -> FileMemoryStorage:
+    """The file storage under a DeerMem manager (not a custom `storage_class`).
+
+    Raises:
+        MemoryUnsupportedError: another backend, or DeerMem with a custom storage class.
+    """
+    storage = deermem_storage(manager, operation)
+    if not isinstance(storage, FileMemoryStorage):
+        raise MemoryUnsupportedError(type(storage).__name__, operation)
+    return storage

@@ -1,0 +1,646 @@
+"""`deerflow memory`: each command drives one library call; effects are seen through the library."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import typer
+from typer.testing import CliRunner, Result
+
+from deerflow.agents.memory.manager import (
+    DuplicateFactError,
+    FactEvictedError,
+    FactNotFoundError,
+    MemoryAccessError,
+    MemoryConflictError,
+    MemoryCorruptionError,
+    MemoryManager,
+    MemoryManagerError,
+    MemoryReadError,
+    MemoryUnsupportedError,
+    build_memory_manager,
+)
+from deerflow.cli import memory_cmd, memory_session
+from deerflow.cli.app import app
+from deerflow.config import load_config
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+SECRET_CONTENT = "my api key is sk-proj-4fG7hK2mN9pQ3rS8tV1wX6yZ0aB5cD"
+WIDE = {"COLUMNS": "200"}
+
+
+@pytest.fixture
+def config_file(tmp_path: Path) -> Path:
+    path = tmp_path / "config.yaml"
+    path.write_text(
+        "memory:\n  manager_class: deermem\n  backend_config:\n"
+        f"    storage_path: {tmp_path / 'store'}\n",
+        encoding="utf-8",
+    )
+    return path
+
+
+@pytest.fixture
+def library(config_file: Path) -> Iterator[MemoryManager]:
+    """A manager of its own on the same storage: how the tests see what a command did."""
+    manager = build_memory_manager(load_config(config_file).memory)
+    yield manager
+    manager.close()
+
+
+@pytest.fixture
+def run(config_file: Path) -> Any:
+    def invoke(*args: str, input: str | None = None) -> Result:
+        return CliRunner().invoke(
+            app, ["memory", *args, "-c", str(config_file)], input=input, env=WIDE
+        )
+
+    return invoke
+
+
+def contents(library: MemoryManager, agent: str | None = None, user: str = "default") -> set[str]:
+    document = library.get_memory(user_id=user, agent_name=agent)
+    return {fact["content"] for fact in document["facts"]}
+
+
+def summaries(**texts: str) -> dict[str, Any]:
+    """A document with these summary sections and no facts."""
+    user = ("workContext", "personalContext", "topOfMind")
+    history = ("recentMonths", "earlierContext", "longTermBackground")
+    return {
+        "user": {name: {"summary": texts.get(name, "")} for name in user},
+        "history": {name: {"summary": texts.get(name, "")} for name in history},
+        "facts": [],
+    }
+
+
+def add(library: MemoryManager, content: str, agent: str | None = None, **kw: Any) -> str:
+    _, fact_id = library.create_fact(content, agent_name=agent, **kw)
+    assert fact_id is not None
+    return fact_id
+
+
+# -- reading --------------------------------------------------------------------------------------
+
+
+def test_show_prints_summaries_and_facts_as_written(run: Any, library: MemoryManager) -> None:
+    library.import_memory(summaries(workContext="Data engineer on a Kafka pipeline"))
+    fact_id = add(library, "Writes [bold]not markup[/bold] in notes", category="preference")
+
+    result = run("show")
+
+    assert result.exit_code == 0, result.output
+    assert "Data engineer on a Kafka pipeline" in result.output
+    assert fact_id in result.output, "ids are shown in full"
+    assert "[bold]not markup[/bold]" in result.output, "stored text is escaped, not rendered"
+
+
+def test_show_json_is_the_library_document(run: Any, library: MemoryManager) -> None:
+    add(library, "Prefers uv over pip")
+    add(library, "Reviews code for the infra team", agent="reviewer")
+
+    result = run("show", "--json")
+
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout) == library.get_memory()
+    reviewer = json.loads(run("show", "--json", "--agent", "reviewer").stdout)
+    assert [f["content"] for f in reviewer["facts"]] == ["Reviews code for the infra team"]
+
+
+def test_show_narrow_console_keeps_ids_whole(config_file: Path, library: MemoryManager) -> None:
+    fact_id = add(library, "Prefers uv over pip")
+    result = CliRunner().invoke(
+        app, ["memory", "show", "-c", str(config_file)], env={"COLUMNS": "80"}
+    )
+    assert result.exit_code == 0, result.output
+    assert fact_id in result.output
+    assert "Prefers uv over pip" in result.output
+
+
+def test_search_filters_by_category_and_limits(run: Any, library: MemoryManager) -> None:
+    add(library, "Deploys services with Kubernetes", category="knowledge")
+    add(library, "Prefers Kubernetes over Nomad", category="preference")
+    add(library, "Likes tea")
+
+    everything = json.loads(run("search", "Kubernetes", "--json").stdout)
+    preferences = json.loads(
+        run("search", "Kubernetes", "--category", "preference", "--json").stdout
+    )
+    one = json.loads(run("search", "Kubernetes", "--limit", "1", "--json").stdout)
+
+    assert {f["content"] for f in everything} == {
+        "Deploys services with Kubernetes",
+        "Prefers Kubernetes over Nomad",
+    }
+    assert all({"id", "content", "category", "confidence", "score"} <= set(f) for f in everything)
+    assert [f["content"] for f in preferences] == ["Prefers Kubernetes over Nomad"]
+    assert len(one) == 1
+    table = run("search", "Kubernetes")
+    assert table.exit_code == 0, table.output
+    assert "Prefers Kubernetes over Nomad" in table.output
+
+
+# -- single facts ---------------------------------------------------------------------------------
+
+
+def test_facts_add_stores_the_fact(run: Any, library: MemoryManager) -> None:
+    result = run(
+        "facts", "add", "Prefers pnpm", "--category", "preference", "--confidence", "0.9", "--json"
+    )
+
+    assert result.exit_code == 0, result.output
+    output = json.loads(result.stdout)
+    stored = library.get_memory()["facts"]
+    assert output["fact_id"] == stored[0]["id"]
+    assert output["fact"] == stored[0]
+    assert (stored[0]["content"], stored[0]["category"], stored[0]["confidence"]) == (
+        "Prefers pnpm",
+        "preference",
+        0.9,
+    )
+
+
+def test_facts_add_goes_to_the_selected_agent_and_user(run: Any, library: MemoryManager) -> None:
+    result = run("facts", "add", "Reviews Go code", "--agent", "reviewer", "--user", "alice")
+    assert result.exit_code == 0, result.output
+    assert contents(library, "reviewer", user="alice") == {"Reviews Go code"}
+    assert contents(library, user="alice") == set()
+    assert contents(library, "reviewer") == set()
+
+
+def test_facts_edit_changes_only_the_given_fields(run: Any, library: MemoryManager) -> None:
+    fact_id = add(library, "Uses vim", category="preference", confidence=0.6)
+
+    result = run("facts", "edit", fact_id, "--content", "Uses neovim", "--json")
+
+    assert result.exit_code == 0, result.output
+    (fact,) = library.get_memory()["facts"]
+    assert (fact["content"], fact["category"], fact["confidence"]) == (
+        "Uses neovim",
+        "preference",
+        0.6,
+    )
+    assert json.loads(result.stdout)["fact"] == fact
+    assert run("facts", "edit", fact_id, "--confidence", "0.95").exit_code == 0
+    assert library.get_memory()["facts"][0]["confidence"] == 0.95
+
+
+def test_facts_edit_without_changes_is_invalid_input(run: Any, library: MemoryManager) -> None:
+    fact_id = add(library, "Uses vim")
+    result = run("facts", "edit", fact_id)
+    assert result.exit_code == 2
+    assert "invalid input: nothing to change" in result.stderr
+
+
+def test_facts_rm_with_yes_deletes(run: Any, library: MemoryManager) -> None:
+    keep = add(library, "Keep me")
+    gone = add(library, "Delete me")
+
+    result = run("facts", "rm", gone, "--yes", "--json")
+
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout) == {"deleted": gone}
+    assert [f["id"] for f in library.get_memory()["facts"]] == [keep]
+
+
+# -- errors by type -------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("args", "exit_code", "code"),
+    [
+        (("facts", "edit", "fact_0123456789abcdef", "--content", "x"), 3, "fact_not_found"),
+        (("facts", "rm", "fact_0123456789abcdef", "--yes"), 3, "fact_not_found"),
+        (("facts", "add", "Prefers uv over pip"), 4, "duplicate_fact"),
+        (("facts", "add", SECRET_CONTENT), 2, "invalid_input"),
+        (("facts", "add", "x y z", "--category", "gossip"), 2, "invalid_input"),
+        (("facts", "add", "x y z", "--confidence", "1.5"), 2, "invalid_input"),
+        (("facts", "edit", "not-a-fact-id", "--content", "x"), 2, "invalid_input"),
+        (("show", "--agent", "bad name!"), 2, "invalid_input"),
+        (("revert", "chg_nope", "--yes"), 2, "invalid_input"),
+    ],
+)
+def test_errors_exit_by_type(
+    run: Any, library: MemoryManager, args: tuple[str, ...], exit_code: int, code: str
+) -> None:
+    add(library, "Prefers uv over pip")
+    before = library.get_memory()
+
+    plain = run(*args)
+    as_json = run(*args, "--json")
+
+    assert plain.exit_code == exit_code, plain.output
+    assert plain.stdout == ""
+    assert len(plain.stderr.strip().splitlines()) == 1, "one line on stderr"
+    assert as_json.exit_code == exit_code
+    error = json.loads(as_json.stdout)
+    assert set(error) == {"error", "detail"}
+    assert error["error"] == code
+    assert library.get_memory() == before, "nothing changed"
+    assert "sk-proj-4fG7" not in plain.stderr + as_json.stdout
+
+
+def test_reindex_on_a_backend_without_it_exits_5(tmp_path: Path) -> None:
+    config = tmp_path / "inmemory.yaml"
+    config.write_text("memory:\n  manager_class: inmemory\n", encoding="utf-8")
+
+    result = CliRunner().invoke(app, ["memory", "reindex", "-c", str(config)])
+    as_json = CliRunner().invoke(app, ["memory", "reindex", "--json", "-c", str(config)])
+
+    assert result.exit_code == 5
+    assert "does not support 'reindex'" in result.stderr
+    assert as_json.exit_code == 5
+    assert json.loads(as_json.stdout)["error"] == "unsupported"
+
+
+def test_a_bad_config_is_invalid_input(tmp_path: Path) -> None:
+    config = tmp_path / "bad.yaml"
+    config.write_text("memory:\n  manager_class: no-such-backend\n", encoding="utf-8")
+    result = CliRunner().invoke(app, ["memory", "show", "-c", str(config)])
+    assert result.exit_code == 2
+    assert "Refusing to fall back" in result.stderr
+
+
+def _memory_error_types() -> list[type[Exception]]:
+    found: list[type[Exception]] = []
+    pending: list[type[Exception]] = [MemoryManagerError]
+    while pending:
+        cls = pending.pop()
+        found.append(cls)
+        pending.extend(cls.__subclasses__())
+    return found
+
+
+@pytest.mark.parametrize(
+    ("error", "exit_code"),
+    [
+        (ValueError("bad"), 2),
+        (FactNotFoundError("fact_00000000"), 3),
+        (DuplicateFactError("same"), 4),
+        (FactEvictedError("evicted"), 4),
+        (MemoryConflictError("raced"), 4),
+        (MemoryUnsupportedError("X", "op"), 5),
+        (MemoryCorruptionError("broken"), 6),
+        (MemoryReadError("down"), 1),
+        (MemoryAccessError("nope"), 1),
+        (MemoryManagerError("other"), 1),
+    ],
+)
+def test_handle_errors_maps_by_type(error: Exception, exit_code: int) -> None:
+    with pytest.raises(typer.Exit) as raised, memory_session.handle_errors(json_output=False):
+        raise error
+    assert raised.value.exit_code == exit_code
+
+
+def test_every_memory_error_type_has_an_exit_code() -> None:
+    for cls in _memory_error_types():
+        assert memory_session.error_exit(cls.__new__(cls)) is not None, cls.__name__
+
+
+def test_unknown_errors_are_not_swallowed() -> None:
+    with pytest.raises(ZeroDivisionError), memory_session.handle_errors(json_output=True):
+        raise ZeroDivisionError
+
+
+# -- confirmation ---------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("facts", "rm", "{fact_id}"),
+        ("import", "{export}"),
+        ("clear",),
+        ("clear", "--all-agents"),
+        ("revert", "{change_id}"),
+    ],
+)
+def test_destructive_commands_refuse_without_yes_and_a_terminal(
+    run: Any, library: MemoryManager, tmp_path: Path, args: tuple[str, ...]
+) -> None:
+    fact_id = add(library, "Prefers uv over pip")
+    export = tmp_path / "export.json"
+    export.write_text(json.dumps(summaries()), encoding="utf-8")
+    change_id = library.get_history()[0]["change_id"]
+    before = library.get_memory()
+    history = library.get_history()
+    filled = [a.format(fact_id=fact_id, export=export, change_id=change_id) for a in args]
+
+    result = run(*filled)
+
+    assert result.exit_code == 1, result.output
+    assert "pass --yes" in result.stderr
+    assert library.get_memory() == before
+    assert library.get_history() == history
+
+
+def test_a_person_at_a_terminal_is_asked(
+    run: Any, library: MemoryManager, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(memory_session, "stdin_is_interactive", lambda: True)
+    fact_id = add(library, "Prefers uv over pip")
+
+    declined = run("facts", "rm", fact_id, input="n\n")
+    assert declined.exit_code == 1
+    assert contents(library) == {"Prefers uv over pip"}
+
+    accepted = run("facts", "rm", fact_id, input="y\n")
+    assert accepted.exit_code == 0, accepted.output
+    assert f"Delete {fact_id}?" in accepted.stderr, "the prompt goes to stderr"
+    assert contents(library) == set()
+
+
+# -- whole buckets --------------------------------------------------------------------------------
+
+
+def test_export_json_to_stdout_and_to_a_file(
+    run: Any, library: MemoryManager, tmp_path: Path
+) -> None:
+    add(library, "Prefers uv over pip")
+    to_stdout = run("export")
+    assert to_stdout.exit_code == 0, to_stdout.output
+    assert json.loads(to_stdout.stdout) == library.export_memory()
+
+    target = tmp_path / "memory.json"
+    to_file = run("export", "--output", str(target), "--json")
+    assert to_file.exit_code == 0, to_file.output
+    assert json.loads(to_file.stdout) == {"format": "json", "output": str(target), "facts": 1}
+    assert json.loads(target.read_text(encoding="utf-8")) == library.export_memory()
+
+
+def test_export_markdown_needs_a_new_folder(run: Any, tmp_path: Path) -> None:
+    assert run("export", "--format", "markdown").exit_code == 2
+    used = tmp_path / "used"
+    used.mkdir()
+    (used / "old.md").write_text("stale", encoding="utf-8")
+    result = run("export", "--format", "markdown", "--output", str(used))
+    assert result.exit_code == 2
+    assert "new or empty folder" in result.stderr
+
+
+@pytest.mark.parametrize("fmt", ["json", "markdown"])
+def test_export_clear_import_round_trip(
+    run: Any, library: MemoryManager, tmp_path: Path, fmt: str
+) -> None:
+    library.import_memory(summaries(workContext="Platform team", recentMonths="Moved to Berlin"))
+    add(library, "Prefers uv over pip", category="preference", confidence=0.9)
+    add(library, "Uses [brackets] in names", category="knowledge")
+    original = library.export_memory()
+    target = tmp_path / ("export.json" if fmt == "json" else "export")
+
+    exported = run("export", "--format", fmt, "--output", str(target))
+    cleared = run("clear", "--all-agents", "--yes")
+    assert (exported.exit_code, cleared.exit_code) == (0, 0), exported.output + cleared.output
+    assert library.get_memory()["facts"] == []
+    imported = run("import", str(target), "--yes", "--json")
+
+    assert imported.exit_code == 0, imported.output
+    restored = library.export_memory()
+    assert restored["facts"] == original["facts"]
+    for part in ("user", "history"):
+        assert {k: v["summary"] for k, v in restored[part].items()} == {
+            k: v["summary"] for k, v in original[part].items()
+        }
+    assert json.loads(imported.stdout) == restored
+
+
+def test_import_rejects_an_invalid_document(
+    run: Any, library: MemoryManager, tmp_path: Path
+) -> None:
+    add(library, "Prefers uv over pip")
+    before = library.get_memory()
+    broken = tmp_path / "broken.json"
+    broken.write_text('{"facts": [{"content": ""}]}', encoding="utf-8")
+    not_json = tmp_path / "not.json"
+    not_json.write_text("{", encoding="utf-8")
+
+    assert run("import", str(broken), "--yes").exit_code == 2
+    assert run("import", str(not_json), "--yes").exit_code == 2
+    assert library.get_memory() == before
+
+
+def test_clear_without_all_agents_clears_only_the_selected_bucket(
+    run: Any, library: MemoryManager
+) -> None:
+    library.import_memory(summaries(workContext="Platform team"))
+    add(library, "Default bucket fact")
+    add(library, "Reviewer fact", agent="reviewer")
+    add(library, "Writer fact", agent="writer")
+
+    assert run("clear", "--agent", "reviewer", "--yes").exit_code == 0
+    assert contents(library, "reviewer") == set()
+    assert contents(library, "writer") == {"Writer fact"}
+    assert contents(library) == {"Default bucket fact"}
+
+    result = run("clear", "--yes", "--json")
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["facts"] == []
+    assert contents(library) == set()
+    assert contents(library, "writer") == {"Writer fact"}
+    assert library.get_memory()["user"]["workContext"]["summary"] == "Platform team"
+
+
+def test_clear_all_agents_clears_every_bucket_and_the_summaries(
+    run: Any, library: MemoryManager
+) -> None:
+    library.import_memory(summaries(workContext="Platform team"))
+    add(library, "Default bucket fact")
+    add(library, "Writer fact", agent="writer")
+    add(library, "Other user's fact", agent="writer", user_id="bob")
+
+    result = run("clear", "--all-agents", "--yes")
+
+    assert result.exit_code == 0, result.output
+    assert contents(library) == contents(library, "writer") == set()
+    assert library.get_memory()["user"]["workContext"]["summary"] == ""
+    assert contents(library, "writer", user="bob") == {"Other user's fact"}
+    assert run("clear", "--all-agents", "--agent", "writer", "--yes").exit_code == 2
+
+
+# -- history and undo -----------------------------------------------------------------------------
+
+
+def test_history_then_revert_restores_a_deleted_fact(run: Any, library: MemoryManager) -> None:
+    fact_id = add(library, "Prefers uv over pip", category="preference", confidence=0.9)
+    original = library.get_memory()["facts"]
+    assert run("facts", "rm", fact_id, "--yes").exit_code == 0
+
+    history = run("history", "--json")
+    assert history.exit_code == 0, history.output
+    entries = json.loads(history.stdout)
+    assert entries == library.get_history(limit=20)
+    latest = entries[0]
+    assert {"change_id", "at", "actor", "reason", "before", "after"} <= set(latest)
+    assert [f["id"] for f in latest["before"]["facts"]] == [fact_id]
+    table = run("history")
+    assert latest["change_id"] in table.output
+    assert "1→0" in table.output
+
+    reverted = run("revert", latest["change_id"], "--yes", "--json")
+
+    assert reverted.exit_code == 0, reverted.output
+    assert json.loads(reverted.stdout)["reverts"] == latest["change_id"]
+    restored = library.get_memory()["facts"]
+    assert [{k: f[k] for k in ("id", "content", "category", "confidence")} for f in restored] == [
+        {k: f[k] for k in ("id", "content", "category", "confidence")} for f in original
+    ]
+    assert len(json.loads(run("history", "--limit", "1", "--json").stdout)) == 1
+
+
+# -- maintenance ----------------------------------------------------------------------------------
+
+
+def test_reindex_rebuilds_and_reports(run: Any, library: MemoryManager) -> None:
+    add(library, "Deploys services with Kubernetes")
+    add(library, "Reviews Go code", agent="reviewer")
+
+    as_json = run("reindex", "--json")
+    plain = run("reindex")
+
+    assert as_json.exit_code == 0, as_json.output
+    report = json.loads(as_json.stdout)
+    assert report["facts"] == 2
+    assert report["seconds"] >= 0
+    assert "reindexed 2 facts" in plain.stdout
+    assert [f["content"] for f in library.search("Kubernetes")] == [
+        "Deploys services with Kubernetes"
+    ]
+
+
+def test_audit_reports_every_bucket_of_the_user(run: Any, library: MemoryManager) -> None:
+    first = add(library, "Prefers uv over pip for Python projects", category="preference")
+    second = add(library, "Prefers uv over pip for all Python projects", category="preference")
+    add(library, "Reviews Go code", agent="reviewer")
+    add(library, "Someone else's fact", user_id="bob")
+
+    result = run("audit", "--json")
+
+    assert result.exit_code == 0, result.output
+    reports = json.loads(result.stdout)
+    assert [(r["bucket"], r["total"]) for r in reports] == [("__default__", 2), ("reviewer", 1)]
+    default = reports[0]
+    assert {"exact_duplicates", "near_duplicates", "stale", "secrets", "without_provenance"} <= set(
+        default
+    )
+    assert default["near_duplicates"]["pairs"][0]["ids"] == sorted([first, second])
+    assert default["secrets"]["count"] == 0
+    table = run("audit")
+    assert table.exit_code == 0, table.output
+    assert "reviewer" in table.output
+    assert first in table.output, "the ids behind a finding are listed"
+
+
+def test_audit_of_an_empty_user_is_one_empty_bucket(run: Any) -> None:
+    result = run("audit", "--json", "--user", "nobody")
+    assert result.exit_code == 0, result.output
+    assert [(r["bucket"], r["total"]) for r in json.loads(result.stdout)] == [("__default__", 0)]
+
+
+def test_audit_on_another_backend_exits_5(tmp_path: Path) -> None:
+    config = tmp_path / "inmemory.yaml"
+    config.write_text("memory:\n  manager_class: inmemory\n", encoding="utf-8")
+    result = CliRunner().invoke(app, ["memory", "audit", "-c", str(config)])
+    assert result.exit_code == 5
+
+
+LEGACY = {
+    "version": "1.0",
+    "lastUpdated": "2025-03-01T08:00:00Z",
+    "user": {"workContext": {"summary": "Old work context", "updatedAt": "2025-03-01T08:00:00Z"}},
+    "history": {},
+    "facts": [
+        {
+            "id": "fact_1a2b3c4d",
+            "content": "Prefers uv over pip",
+            "category": "preference",
+            "confidence": 0.9,
+            "createdAt": "2025-03-01T08:00:00Z",
+            "source": "thread-1",
+        }
+    ],
+}
+
+
+@pytest.fixture
+def legacy_root(tmp_path: Path) -> Path:
+    root = tmp_path / "store"
+    root.mkdir(parents=True, exist_ok=True)
+    (root / "memory.json").write_text(json.dumps(LEGACY), encoding="utf-8")
+    return root
+
+
+def test_migrate_dry_run_changes_nothing(run: Any, legacy_root: Path) -> None:
+    def memory_files() -> list[tuple[Path, bytes]]:
+        # Building the manager creates the retrieval index; only memory files matter here.
+        files = (p for p in legacy_root.rglob("*") if ".retrieval" not in p.parts and p.is_file())
+        return sorted((p.relative_to(legacy_root), p.read_bytes()) for p in files)
+
+    before = memory_files()
+
+    result = run("migrate", "--dry-run", "--json")
+
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.stdout)
+    assert report["dry_run"] is True
+    assert report["ok"] is True
+    assert [(u["user_id"], u["facts"]) for u in report["users"]] == [("default", 1)]
+    assert memory_files() == before
+
+
+def test_migrate_refuses_without_yes_then_migrates(run: Any, legacy_root: Path) -> None:
+    refused = run("migrate")
+    assert refused.exit_code == 1
+    assert (legacy_root / "memory.json").is_file()
+    assert not (legacy_root / "memory.json.v1.bak").exists()
+
+    result = run("migrate", "--yes")
+
+    assert result.exit_code == 0, result.output
+    assert (legacy_root / "memory.json.v1.bak").is_file()
+    assert not (legacy_root / "memory.json").exists()
+
+
+def test_migrate_is_visible_through_the_library(
+    run: Any, legacy_root: Path, library: MemoryManager
+) -> None:
+    assert run("migrate", "--yes").exit_code == 0
+    assert contents(library) == {"Prefers uv over pip"}
+    assert library.get_memory()["user"]["workContext"]["summary"] == "Old work context"
+    assert run("migrate", "--yes").stdout.strip() == "nothing to migrate"
+
+
+def test_migrate_on_another_backend_exits_5(tmp_path: Path) -> None:
+    config = tmp_path / "inmemory.yaml"
+    config.write_text("memory:\n  manager_class: inmemory\n", encoding="utf-8")
+    result = CliRunner().invoke(app, ["memory", "migrate", "--dry-run", "-c", str(config)])
+    assert result.exit_code == 5
+
+
+# -- documentation --------------------------------------------------------------------------------
+
+
+def memory_command_names() -> list[str]:
+    """Every leaf command under `deerflow memory`, e.g. `deerflow memory facts add`."""
+    names: list[str] = []
+
+    def walk(command: Any, path: str) -> None:
+        children = getattr(command, "commands", None)
+        if not children:
+            names.append(path)
+        for name, child in (children or {}).items():
+            walk(child, f"{path} {name}")
+
+    walk(typer.main.get_command(memory_cmd.app), "deerflow memory")
+    return names
+
+
+def test_every_memory_command_is_documented() -> None:
+    docs = (REPO_ROOT / "docs" / "cli.md").read_text(encoding="utf-8")
+    names = memory_command_names()
+    assert len(names) >= 13
+    missing = [name for name in names if f"`{name}" not in docs]
+    assert not missing, f"undocumented in docs/cli.md: {missing}"
