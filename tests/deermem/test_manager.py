@@ -392,3 +392,16 @@ def test_custom_storage_class(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -
         assert message.endswith(
             "Refusing to silently fall back because memory is persistent state."
         )
+
+
+def test_an_import_is_undone_as_a_whole(tmp_path: Path) -> None:
+    manager = make(tmp_path)
+    manager.create_fact("kept before the import", user_id="u")
+    before = manager.export_memory(user_id="u")
+    manager.import_memory(
+        {"facts": [{"content": "imported one"}, {"content": "imported two"}]}, user_id="u"
+    )
+    imported = manager.get_history(user_id="u", limit=1)[0]
+    assert imported["actor"] == "import"
+    manager.revert_change(imported["change_id"], user_id="u")
+    assert manager.export_memory(user_id="u")["facts"] == before["facts"]

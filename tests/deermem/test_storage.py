@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from deerflow.agents.memory.backends.deermem import DeerMemMemoryManager
 from deerflow.agents.memory.backends.deermem.deermem.core import atomic
 from deerflow.agents.memory.backends.deermem.deermem.core import storage as storage_module
 from deerflow.agents.memory.backends.deermem.deermem.core.changes import ChangeSet
@@ -335,6 +336,11 @@ def test_sigkill_during_multi_file_writes_loses_nothing_committed(tmp_path: Path
         assert now >= committed
         committed = now
     assert committed > 20
+    # The writer never touched the index; the next search notices and catches up from the files.
+    manager = DeerMemMemoryManager.from_config({"storage_path": str(tmp_path)})
+    found = manager.search(f"w{committed}", top_k=10, user_id="kill-me")
+    assert sorted(f["content"] for f in found) == [f"w{committed}-{part}" for part in "abc"]
+    assert manager.search(f"w{committed - 1}", top_k=10, user_id="kill-me") == []
 
 
 def test_concurrent_processes_lose_no_acknowledged_write(tmp_path: Path) -> None:
@@ -371,3 +377,13 @@ def test_concurrent_processes_lose_no_acknowledged_write(tmp_path: Path) -> None
     assert snapshot.revision == len(committed)
     assert len(committed) + len(conflicts) == 200
     assert len(storage_at(tmp_path).read_history("shared")) == len(committed)
+
+
+def test_a_torn_journal_is_discarded(tmp_path: Path) -> None:
+    storage = storage_at(tmp_path)
+    create(storage, "lee", fact("one"))
+    paths = UserPaths(tmp_path, "lee")
+    paths.journal.write_bytes(b'{"operationId": "chg_torn", "previousRev')  # crash mid-write
+    fresh = storage_at(tmp_path)
+    assert [f["content"] for f in fresh.reload("lee", None).facts.values()] == ["one"]
+    assert create(fresh, "lee", fact("two")) == 2
