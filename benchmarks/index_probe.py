@@ -1,10 +1,11 @@
 """Probe the DeerMem retrieval index: search latency, apply cost, rebuild time and memory.
 
-    uv run python benchmarks/index_probe.py [--queries 2000] [--json out.json] [--big]
+    uv run python -m benchmarks.index_probe [--queries 2000] [--json out.json] [--big]
 
-Prints one table (times in ms). Facts come from a seeded generator shaped like the baseline's
-(12 templates over word lists, 0.55..0.99 confidence, 8 categories); queries are 2-3 words of
-the same vocabulary, so common words match many facts of every user, as in real use.
+Prints one table (times in ms). Facts come from `benchmarks.datagen`, a seeded generator shaped
+like the baseline's (12 templates over word lists, 0.55..0.99 confidence, 8 categories); queries
+are 2-3 words of the same vocabulary, so common words match many facts of every user, as in real
+use. This probe looks at the bare index; `benchmarks.deermem_bench` measures through the manager.
 
 * search over 10^3 users at 10^3, 10^4 and 10^5 facts (each user's bucket grows too);
 * search by one user of 100 facts among 10^3..10^5 facts of others (only others' data grows);
@@ -31,101 +32,11 @@ import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
+from benchmarks.datagen import AGENT, make_fact, query_plan
 from deerflow.agents.memory.backends.deermem.deermem.core.index import (
     IndexedFact,
     RetrievalIndex,
 )
-
-TOOLS = [
-    "neovim",
-    "vscode",
-    "emacs",
-    "pnpm",
-    "npm",
-    "yarn",
-    "docker",
-    "podman",
-    "kafka",
-    "redis",
-    "postgres",
-    "sqlite",
-    "rust",
-    "go",
-]
-TASKS = [
-    "code",
-    "review",
-    "testing",
-    "deployment",
-    "debugging",
-    "refactoring",
-    "profiling",
-    "planning",
-]
-CITIES = [
-    "berlin",
-    "lisbon",
-    "madrid",
-    "paris",
-    "tokyo",
-    "seoul",
-    "austin",
-    "denver",
-    "oslo",
-    "rome",
-]
-FOODS = ["tea", "coffee", "sushi", "pasta", "tacos", "curry", "ramen", "salad"]
-ROLES = ["engineer", "scientist", "designer", "manager", "analyst"]
-HOBBIES = ["cycles", "climbs", "swims", "runs", "paints", "reads", "cooks", "hikes"]
-CATEGORIES = [
-    "preference",
-    "context",
-    "identity",
-    "goal",
-    "behavior",
-    "constraint",
-    "decision",
-    "correction",
-]
-TEMPLATES = [
-    "Prefers {t1} over {t2} for {task}",
-    "Works as a data {role} at a bank in {city}",
-    "Cannot use {t1} at work because of security policy",
-    "Lives in {city} and {hobby} on weekends",
-    "Wants to learn {t1} async this year",
-    "Drinks {food} every morning before {task}",
-    "Uses {t1} with {t2} for {task}",
-    "Decided to migrate from {t1} to {t2}",
-    "Corrected: the project uses {t1} not {t2}",
-    "Is allergic to {food} and avoids it",
-    "Plans a trip to {city} next spring",
-    "Goal is to master {task} with {t1}",
-]
-QUERY_WORDS = [*TOOLS, *TASKS, *CITIES, *FOODS, *ROLES, *HOBBIES, "prefers", "learn", "works"]
-AGENT = "__default__"
-
-
-def make_fact(rng: random.Random, n: int) -> IndexedFact:
-    text = rng.choice(TEMPLATES).format(
-        t1=rng.choice(TOOLS),
-        t2=rng.choice(TOOLS),
-        task=rng.choice(TASKS),
-        role=rng.choice(ROLES),
-        city=rng.choice(CITIES),
-        hobby=rng.choice(HOBBIES),
-        food=rng.choice(FOODS),
-    )
-    if rng.random() < 0.3:
-        text += f" and also {rng.choice(TASKS)} in {rng.choice(CITIES)}"
-    day = rng.randrange(1, 28)
-    return IndexedFact(
-        agent=AGENT,
-        fact_id=f"fact_{n:016x}",
-        content=text,
-        category=rng.choice(CATEGORIES),
-        confidence=round(rng.uniform(0.55, 0.99), 2),
-        updated_at=f"2026-{rng.randrange(1, 12):02d}-{day:02d}T10:00:00Z",
-    )
 
 
 def corpus(
@@ -153,14 +64,6 @@ def timed(samples: int, call: Callable[[int], object]) -> dict[str, float]:
 
 def show(stats: dict[str, float]) -> str:
     return "  ".join(f"{name} {value:.3f}" for name, value in stats.items()) + "  (ms)"
-
-
-def query_plan(users: list[str], queries: int) -> list[tuple[str, str]]:
-    rng = random.Random(11)
-    return [
-        (rng.choice(users), " ".join(rng.sample(QUERY_WORDS, rng.choice([2, 3]))))
-        for _ in range(queries)
-    ]
 
 
 def search_latency(index: RetrievalIndex, users: list[str], queries: int) -> dict[str, float]:
@@ -278,7 +181,15 @@ def main() -> None:
                 record(f"fts5_{name}_{others}", f"[alt] {name}, probe + {others} others", stats)
 
         child = subprocess.run(
-            [sys.executable, __file__, "--rebuild-child", "100000", f"{tmp}/rebuild.sqlite3"],
+            [
+                sys.executable,
+                "-m",
+                "benchmarks.index_probe",
+                "--rebuild-child",
+                "100000",
+                f"{tmp}/rebuild.sqlite3",
+            ],
+            cwd=Path(__file__).resolve().parents[1],
             check=True,
             capture_output=True,
             text=True,

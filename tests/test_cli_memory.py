@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -315,7 +317,7 @@ def test_unknown_errors_are_not_swallowed() -> None:
         ("facts", "rm", "{fact_id}"),
         ("import", "{export}"),
         ("clear",),
-        ("clear", "--all-agents"),
+        ("clear", "--agent", "writer"),
         ("revert", "{change_id}"),
     ],
 )
@@ -336,6 +338,40 @@ def test_destructive_commands_refuse_without_yes_and_a_terminal(
     assert "pass --yes" in result.stderr
     assert library.get_memory() == before
     assert library.get_history() == history
+
+
+def test_a_real_process_with_an_open_pipe_refuses_instead_of_waiting(
+    config_file: Path, library: MemoryManager, tmp_path: Path
+) -> None:
+    """stdin is a pipe nobody writes to: a prompt would wait forever; the command refuses."""
+    fact_id = add(library, "Prefers uv over pip")
+    stderr = tmp_path / "stderr.txt"
+    with stderr.open("wb") as err:
+        process = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "deerflow",
+                "memory",
+                "facts",
+                "rm",
+                fact_id,
+                "-c",
+                str(config_file),
+            ],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.DEVNULL,
+            stderr=err,
+            cwd=tmp_path,
+        )
+        try:
+            assert process.wait(timeout=60) == 1
+        finally:
+            process.kill()
+            assert process.stdin is not None
+            process.stdin.close()
+    assert "pass --yes" in stderr.read_text(encoding="utf-8")
+    assert contents(library) == {"Prefers uv over pip"}
 
 
 def test_a_person_at_a_terminal_is_asked(
@@ -393,7 +429,7 @@ def test_export_clear_import_round_trip(
     target = tmp_path / ("export.json" if fmt == "json" else "export")
 
     exported = run("export", "--format", fmt, "--output", str(target))
-    cleared = run("clear", "--all-agents", "--yes")
+    cleared = run("clear", "--yes")
     assert (exported.exit_code, cleared.exit_code) == (0, 0), exported.output + cleared.output
     assert library.get_memory()["facts"] == []
     imported = run("import", str(target), "--yes", "--json")
@@ -423,9 +459,7 @@ def test_import_rejects_an_invalid_document(
     assert library.get_memory() == before
 
 
-def test_clear_without_all_agents_clears_only_the_selected_bucket(
-    run: Any, library: MemoryManager
-) -> None:
+def test_clear_with_an_agent_clears_only_that_bucket(run: Any, library: MemoryManager) -> None:
     library.import_memory(summaries(workContext="Platform team"))
     add(library, "Default bucket fact")
     add(library, "Reviewer fact", agent="reviewer")
@@ -435,16 +469,10 @@ def test_clear_without_all_agents_clears_only_the_selected_bucket(
     assert contents(library, "reviewer") == set()
     assert contents(library, "writer") == {"Writer fact"}
     assert contents(library) == {"Default bucket fact"}
-
-    result = run("clear", "--yes", "--json")
-    assert result.exit_code == 0, result.output
-    assert json.loads(result.stdout)["facts"] == []
-    assert contents(library) == set()
-    assert contents(library, "writer") == {"Writer fact"}
     assert library.get_memory()["user"]["workContext"]["summary"] == "Platform team"
 
 
-def test_clear_all_agents_clears_every_bucket_and_the_summaries(
+def test_clear_without_an_agent_clears_every_bucket_and_the_summaries(
     run: Any, library: MemoryManager
 ) -> None:
     library.import_memory(summaries(workContext="Platform team"))
@@ -452,13 +480,13 @@ def test_clear_all_agents_clears_every_bucket_and_the_summaries(
     add(library, "Writer fact", agent="writer")
     add(library, "Other user's fact", agent="writer", user_id="bob")
 
-    result = run("clear", "--all-agents", "--yes")
+    result = run("clear", "--yes", "--json")
 
     assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["facts"] == []
     assert contents(library) == contents(library, "writer") == set()
     assert library.get_memory()["user"]["workContext"]["summary"] == ""
     assert contents(library, "writer", user="bob") == {"Other user's fact"}
-    assert run("clear", "--all-agents", "--agent", "writer", "--yes").exit_code == 2
 
 
 # -- history and undo -----------------------------------------------------------------------------

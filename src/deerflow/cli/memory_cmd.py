@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import time
-from datetime import UTC, datetime
 from enum import StrEnum
 from pathlib import Path
 from typing import Annotated, Any, Final
@@ -18,17 +17,14 @@ from typing import Annotated, Any, Final
 import typer
 from rich.markup import escape
 
-from deerflow.agents.memory.backends.deermem.deermem.audit import audit_bucket
-from deerflow.agents.memory.backends.deermem.deermem.core.paths import DEFAULT_AGENT
-from deerflow.agents.memory.backends.deermem.deermem.migrate import find_legacy, migrate
-from deerflow.agents.memory.manager import MemoryManager, MemoryUnsupportedError
+from deerflow.agents.memory.manager import MemoryUnsupportedError
 from deerflow.cli import memory_render as render
 from deerflow.cli.memory_session import (
+    Auditable,
     MarkdownPortable,
+    Migratable,
     Reindexable,
     confirm,
-    deermem_storage,
-    file_storage,
     memory_session,
 )
 from deerflow.cli.options import AgentOption, ConfigOption, JsonOption, UserOption, YesOption
@@ -250,40 +246,21 @@ def import_(
 
 @app.command()
 def clear(
-    all_agents: Annotated[
-        bool, typer.Option("--all-agents", help="Every agent bucket and the summaries.")
-    ] = False,
     yes: YesOption = False,
     config: ConfigOption = None,
     user: UserOption = DEFAULT_USER,
     agent: AgentOption = None,
     json_output: JsonOption = False,
 ) -> None:
-    """Delete the facts of one agent bucket, or with --all-agents everything of the user."""
+    """Delete everything of the user (summaries and every agent), or with --agent one bucket."""
+    scope = f"the facts of agent {agent}" if agent is not None else "ALL memory"
     with memory_session(config, json_output=json_output) as manager:
-        if all_agents and agent is not None:
-            raise ValueError("pass either --agent or --all-agents, not both")
-        scope = "ALL memory" if all_agents else f"the facts of {agent or 'the default bucket'}"
         confirm(f"Delete {scope} of {user}?", yes=yes)
-        if all_agents or agent is not None:
-            document = manager.clear_memory(user_id=user, agent_name=agent)
-        else:
-            document = clear_default_bucket(manager, user)
+        document = manager.clear_memory(user_id=user, agent_name=agent)
     if json_output:
         render.print_json(document)
     else:
         render.stdout().print(f"cleared {scope} of {escape(user)}")
-
-
-def clear_default_bucket(manager: MemoryManager, user: str) -> dict[str, Any]:
-    """Remove the facts of the default bucket only, keeping summaries and other agents.
-
-    The contract has no call for this: `clear_memory(agent_name=None)` means every agent and the
-    summaries. Importing the current summaries with no facts is the one atomic, revertible
-    change that does it (recorded as an import).
-    """
-    current = manager.get_memory(user_id=user)
-    return manager.import_memory({**current, "facts": []}, user_id=user)
 
 
 @app.command()
@@ -340,17 +317,11 @@ def audit(
     Read-only. Covers every bucket of the user that holds facts.
     """
     with memory_session(config, json_output=json_output) as manager:
-        storage = deermem_storage(manager, "audit")
-        now = datetime.now(UTC)
-        reports = [
-            audit_bucket(
-                storage.load(user, None if bucket == DEFAULT_AGENT else bucket),
-                now=now,
-                staleness_age_days=stale_days,
-                near_duplicate_threshold=similarity,
-            ).as_dict()
-            for bucket in storage.load(user, None).buckets or (DEFAULT_AGENT,)
-        ]
+        if not isinstance(manager, Auditable):
+            raise MemoryUnsupportedError(type(manager).__name__, "audit")
+        reports = manager.audit(
+            user_id=user, staleness_age_days=stale_days, near_duplicate_threshold=similarity
+        )
     if json_output:
         render.print_json(reports)
     else:
@@ -372,13 +343,14 @@ def migrate_(
     change. Exits with 1 when any user could not be migrated (the others still are).
     """
     with memory_session(config, json_output=json_output) as manager:
-        storage = file_storage(manager, "migrate")
+        if not isinstance(manager, Migratable):
+            raise MemoryUnsupportedError(type(manager).__name__, "migrate")
         if not dry_run and not yes:
-            legacy = find_legacy(storage.root)
+            legacy = manager.legacy_sources()
             if legacy:
                 confirm(f"Migrate {len(legacy)} legacy memory files?", yes=yes)
         with render.progress_bar("migrating", enabled=not json_output):
-            report = migrate(storage.root, storage, dry_run=dry_run).as_dict()
+            report = manager.migrate(dry_run=dry_run)
     if json_output:
         render.print_json(report)
     elif report["users"]:

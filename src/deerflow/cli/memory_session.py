@@ -16,10 +16,6 @@ from typing import Any, Final, NamedTuple, Protocol, runtime_checkable
 import typer
 from rich.markup import escape
 
-from deerflow.agents.memory.backends.deermem.deermem.core.storage import (
-    FileMemoryStorage,
-    MemoryStorage,
-)
 from deerflow.agents.memory.manager import (
     DuplicateFactError,
     FactEvictedError,
@@ -38,14 +34,14 @@ from deerflow.redaction import redact_text
 
 __all__ = [
     "ERROR_EXITS",
+    "Auditable",
     "ConfirmationRefused",
     "ErrorExit",
     "MarkdownPortable",
+    "Migratable",
     "Reindexable",
     "confirm",
-    "deermem_storage",
     "error_exit",
-    "file_storage",
     "handle_errors",
     "memory_session",
     "stdin_is_interactive",
@@ -135,6 +131,7 @@ def confirm(question: str, *, yes: bool) -> None:
 
 
 # -- DeerMem's own operations, reached by duck typing --------------------------------------------
+# The CLI never imports a backend: a backend offers these methods, or the command is unsupported.
 
 
 @runtime_checkable
@@ -153,25 +150,19 @@ class MarkdownPortable(Protocol):
     ) -> dict[str, Any]: ...
 
 
-def deermem_storage(manager: MemoryManager, operation: str) -> MemoryStorage:
-    """The storage under a DeerMem manager, for the tools that work below the contract.
+@runtime_checkable
+class Auditable(Protocol):
+    def audit(
+        self,
+        *,
+        user_id: str | None = None,
+        staleness_age_days: int = 90,
+        near_duplicate_threshold: float = 0.7,
+    ) -> list[dict[str, Any]]: ...
 
-    Raises:
-        MemoryUnsupportedError: the manager has no DeerMem storage.
-    """
-    storage = getattr(manager, "storage", None)
-    if not isinstance(storage, MemoryStorage):
-        raise MemoryUnsupportedError(type(manager).__name__, operation)
-    return storage
 
+@runtime_checkable
+class Migratable(Protocol):
+    def legacy_sources(self) -> list[str]: ...
 
-def file_storage(manager: MemoryManager, operation: str) -> FileMemoryStorage:
-    """The file storage under a DeerMem manager (not a custom `storage_class`).
-
-    Raises:
-        MemoryUnsupportedError: another backend, or DeerMem with a custom storage class.
-    """
-    storage = deermem_storage(manager, operation)
-    if not isinstance(storage, FileMemoryStorage):
-        raise MemoryUnsupportedError(type(storage).__name__, operation)
-    return storage
+    def migrate(self, *, dry_run: bool = False) -> dict[str, Any]: ...

@@ -9,11 +9,13 @@ import sqlite3
 import threading
 import uuid
 from collections.abc import Callable, Iterator, Mapping
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, ClassVar, Final, Self, TypeVar
 
 from pydantic import PrivateAttr
 
+from deerflow.agents.memory.backends.deermem.deermem.audit import audit_bucket
 from deerflow.agents.memory.backends.deermem.deermem.config import DeerMemConfig, parse_config
 from deerflow.agents.memory.backends.deermem.deermem.context import (
     ContextFact,
@@ -57,6 +59,7 @@ from deerflow.agents.memory.backends.deermem.deermem.history import (
     touches_bucket,
 )
 from deerflow.agents.memory.backends.deermem.deermem.imports import imported_changes
+from deerflow.agents.memory.backends.deermem.deermem.migrate import find_legacy, migrate
 from deerflow.agents.memory.manager import (
     FactNotFoundError,
     MemoryConflictError,
@@ -472,9 +475,7 @@ class DeerMemMemoryManager(MemoryManager):
         Raises:
             MemoryUnsupportedError: the storage cannot list its users.
         """
-        storage = self._storage
-        if not isinstance(storage, FileMemoryStorage):
-            raise MemoryUnsupportedError(type(storage).__name__, "reindex")
+        storage = self._file_storage("reindex")
 
         def users() -> Iterator[tuple[str, int, Iterator[IndexedFact]]]:
             for user_id in storage.user_ids():
@@ -522,6 +523,45 @@ class DeerMemMemoryManager(MemoryManager):
             public_fact(read_fact_file(path)) for path in sorted((source / "facts").glob("*.md"))
         ]
         return self.import_memory(document, user_id=user_id, agent_name=agent_name)
+
+    def audit(
+        self,
+        *,
+        user_id: str | None = None,
+        staleness_age_days: int = 90,
+        near_duplicate_threshold: float = 0.7,
+    ) -> list[dict[str, Any]]:
+        """The memory audit (SPEC §9.3) of every bucket of the user that holds facts."""
+        now = datetime.now(UTC)
+        buckets = self._storage.load(user_id, None).buckets or (bucket_name(None),)
+        return [
+            audit_bucket(
+                self._storage.load(user_id, _agent(bucket)),
+                now=now,
+                staleness_age_days=staleness_age_days,
+                near_duplicate_threshold=near_duplicate_threshold,
+            ).as_dict()
+            for bucket in buckets
+        ]
+
+    def legacy_sources(self) -> list[str]:
+        """Files of the old single-file layout that `migrate` would move, relative to the root."""
+        storage = self._file_storage("migrate")
+        return [str(source.path.relative_to(storage.root)) for source in find_legacy(storage.root)]
+
+    def migrate(self, *, dry_run: bool = False) -> dict[str, Any]:
+        """Migrate every user's old single-file memory (SPEC §5.1); the report per user.
+
+        Raises:
+            MemoryUnsupportedError: the storage is not the file storage.
+        """
+        storage = self._file_storage("migrate")
+        return migrate(storage.root, storage, dry_run=dry_run).as_dict()
+
+    def _file_storage(self, operation: str) -> FileMemoryStorage:
+        if not isinstance(self._storage, FileMemoryStorage):
+            raise MemoryUnsupportedError(type(self._storage).__name__, operation)
+        return self._storage
 
     # -- lifecycle -------------------------------------------------------------------------------
 

@@ -1,0 +1,1 @@
+"""Benchmarks of DeerFlow Memory; run them from the repository root (`make bench`)."""
