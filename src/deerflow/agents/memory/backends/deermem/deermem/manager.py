@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import copy
 import json
 import logging
 import sqlite3
@@ -46,11 +45,11 @@ from deerflow.agents.memory.backends.deermem.deermem.core.scrub import refuse_se
 from deerflow.agents.memory.backends.deermem.deermem.core.storage import (
     FileMemoryStorage,
     MemoryStorage,
+    load_storage,
 )
 from deerflow.agents.memory.backends.deermem.deermem.core.tokens import TokenCounter
 from deerflow.agents.memory.backends.deermem.deermem.governance import (
     capacity_evictions,
-    normalized,
     refuse_duplicate,
 )
 from deerflow.agents.memory.backends.deermem.deermem.history import (
@@ -60,97 +59,27 @@ from deerflow.agents.memory.backends.deermem.deermem.history import (
 )
 from deerflow.agents.memory.backends.deermem.deermem.imports import imported_changes
 from deerflow.agents.memory.backends.deermem.deermem.migrate import find_legacy, migrate
+from deerflow.agents.memory.backends.deermem.deermem.views import RecordViews
 from deerflow.agents.memory.manager import (
     FactNotFoundError,
     MemoryConflictError,
     MemoryManager,
     MemoryMode,
     MemoryUnsupportedError,
-    import_object,
     utc_now,
     validate_category,
     validate_confidence,
     validate_content,
 )
 
-__all__ = ["DeerMemMemoryManager", "load_storage"]
+__all__ = ["DeerMemMemoryManager"]
 
 logger = logging.getLogger(__name__)
 
 # Snapshot-derived writes (create with capacity, clear, import, revert) recompute on conflict.
 MAX_ATTEMPTS: Final = 5
 CONTEXT_CACHE_SIZE: Final = 4096
-RECORD_VIEWS_SIZE: Final = 200_000
 T = TypeVar("T")
-
-
-def load_storage(config: DeerMemConfig) -> MemoryStorage:
-    """The storage layer: `FileMemoryStorage`, or `config.storage_class` built as `cls(config)`.
-
-    Raises:
-        ValueError: the class cannot be imported, is not a `MemoryStorage`, or fails to build.
-    """
-    if config.storage_class is None:
-        return FileMemoryStorage(config)
-    try:
-        cls = import_object(config.storage_class)
-        if not (isinstance(cls, type) and issubclass(cls, MemoryStorage)):
-            raise TypeError(f"{cls!r} is not a MemoryStorage subclass")
-        storage: MemoryStorage = cls(config)
-    except Exception as exc:
-        raise ValueError(
-            f"backend_config.storage_class={config.storage_class!r} failed to load: "
-            f"{type(exc).__name__}: {exc}. Refusing to silently fall back because memory is "
-            "persistent state."
-        ) from exc
-    return storage
-
-
-class RecordViews:
-    """What the manager derives from a stored fact record, computed once per record object.
-
-    The storage shares unchanged record objects between revisions, so after a commit only the
-    changed facts are derived again: documents and duplicate checks cost no re-parsing.
-    """
-
-    def __init__(self) -> None:
-        self._views: dict[int, tuple[Mapping[str, Any], dict[str, Any], str, bool]] = {}
-
-    def _view(
-        self, record: Mapping[str, Any]
-    ) -> tuple[Mapping[str, Any], dict[str, Any], str, bool]:
-        view = self._views.get(id(record))
-        if view is None or view[0] is not record:
-            public = public_fact(dict(record))
-            has_lists = any(isinstance(value, list) for value in public.values())
-            view = (record, public, normalized(record["content"]), has_lists)
-            if len(self._views) >= RECORD_VIEWS_SIZE:
-                self._views.clear()
-            self._views[id(record)] = view  # holding `record` keeps its id from being reused
-        return view
-
-    def public(self, record: Mapping[str, Any]) -> dict[str, Any]:
-        """The contract's fact dict; a copy the caller may change (lists are copied too)."""
-        _, public, _, has_lists = self._view(record)
-        if not has_lists:
-            return dict(public)
-        return {key: list(v) if isinstance(v, list) else v for key, v in public.items()}
-
-    def normalized(self, snapshot: MemorySnapshot) -> Iterator[tuple[str, str]]:
-        """(fact id, normalised content) of every fact in the snapshot."""
-        for fact_id, record in snapshot.facts.items():
-            yield fact_id, self._view(record)[2]
-
-    def document(self, snapshot: MemorySnapshot) -> dict[str, Any]:
-        """The memory document of a snapshot (SPEC §5.2), facts sorted by id."""
-        return {
-            "version": "2.0",
-            "revision": snapshot.revision,
-            "lastUpdated": snapshot.last_updated,
-            "user": copy.deepcopy(dict(snapshot.summaries["user"])),
-            "history": copy.deepcopy(dict(snapshot.summaries["history"])),
-            "facts": [self.public(snapshot.facts[i]) for i in sorted(snapshot.facts)],
-        }
 
 
 class DeerMemMemoryManager(MemoryManager):

@@ -49,10 +49,11 @@ from deerflow.agents.memory.manager import (
     MemoryCorruptionError,
     MemoryUnsupportedError,
     empty_document,
+    import_object,
     utc_now,
 )
 
-__all__ = ["FileMemoryStorage", "MemoryStorage"]
+__all__ = ["FileMemoryStorage", "MemoryStorage", "load_storage"]
 
 DOCUMENT_VERSION: Final = "2.0"
 # Fields whose change alone does not make a new fact revision.
@@ -476,3 +477,25 @@ def _ensure_dir(directory: Path, stop: Path) -> set[Path]:
     missing = [p for p in below_stop if not p.is_dir()]
     directory.mkdir(parents=True, exist_ok=True)
     return {p.parent for p in missing}
+
+
+def load_storage(config: DeerMemConfig) -> MemoryStorage:
+    """The storage layer: `FileMemoryStorage`, or `config.storage_class` built as `cls(config)`.
+
+    Raises:
+        ValueError: the class cannot be imported, is not a `MemoryStorage`, or fails to build.
+    """
+    if config.storage_class is None:
+        return FileMemoryStorage(config)
+    try:
+        cls = import_object(config.storage_class)
+        if not (isinstance(cls, type) and issubclass(cls, MemoryStorage)):
+            raise TypeError(f"{cls!r} is not a MemoryStorage subclass")
+        storage: MemoryStorage = cls(config)
+    except Exception as exc:
+        raise ValueError(
+            f"backend_config.storage_class={config.storage_class!r} failed to load: "
+            f"{type(exc).__name__}: {exc}. Refusing to silently fall back because memory is "
+            "persistent state."
+        ) from exc
+    return storage

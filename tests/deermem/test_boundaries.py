@@ -1,0 +1,43 @@
+"""DeerMem's inner package can ship on its own: it imports only the contract from deerflow."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import deerflow.agents.memory.backends.deermem.deermem as inner
+
+ALLOWED = ("deerflow.agents.memory.manager", "deerflow.agents.memory.backends.deermem.deermem")
+
+
+def imported_modules(path: Path) -> set[str]:
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    found: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            found.add(node.module)
+    return found
+
+
+def test_inner_package_imports_nothing_of_deerflow_but_the_contract() -> None:
+    package = Path(inner.__file__).parent
+    offenders = {
+        f"{path.relative_to(package)}: {module}"
+        for path in package.rglob("*.py")
+        for module in imported_modules(path)
+        if module.startswith("deerflow") and not module.startswith(ALLOWED)
+    }
+    assert not offenders
+
+
+def test_the_harness_never_imports_a_backend() -> None:
+    cli = Path(inner.__file__).parents[4] / "cli"
+    offenders = {
+        f"{path.name}: {module}"
+        for path in cli.rglob("*.py")
+        for module in imported_modules(path)
+        if module.startswith("deerflow.agents.memory.backends")
+    }
+    assert not offenders
