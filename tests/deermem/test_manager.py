@@ -405,3 +405,18 @@ def test_an_import_is_undone_as_a_whole(tmp_path: Path) -> None:
     assert imported["actor"] == "import"
     manager.revert_change(imported["change_id"], user_id="u")
     assert manager.export_memory(user_id="u")["facts"] == before["facts"]
+
+
+def test_an_unreadable_index_is_rebuilt_from_the_files(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    manager = make(tmp_path)
+    manager.create_fact("likes ramen", user_id="u")
+    manager.close()
+    index_file = tmp_path / ".retrieval" / "index.sqlite3"
+    for suffix in ("-wal", "-shm"):
+        Path(f"{index_file}{suffix}").unlink(missing_ok=True)
+    index_file.write_bytes(b"this is not a database" * 100)
+    reopened = make(tmp_path)
+    assert "recreating it from the files" in caplog.text
+    assert [r["content"] for r in reopened.search("ramen", user_id="u")] == ["likes ramen"]

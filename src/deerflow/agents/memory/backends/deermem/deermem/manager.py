@@ -32,6 +32,7 @@ from deerflow.agents.memory.backends.deermem.deermem.core.factfile import (
     render_fact,
 )
 from deerflow.agents.memory.backends.deermem.deermem.core.index import (
+    IndexCorruptionError,
     IndexedFact,
     RetrievalIndex,
 )
@@ -107,9 +108,7 @@ class DeerMemMemoryManager(MemoryManager):
         super().__init__(**data)
         self._config = parse_config(self.backend_config)
         self._storage = load_storage(self._config)
-        self._index = RetrievalIndex(
-            Path(self._config.storage_path) / ".retrieval" / "index.sqlite3"
-        )
+        self._index = _open_index(Path(self._config.storage_path) / ".retrieval" / "index.sqlite3")
         self._tokens = TokenCounter()
 
     @property
@@ -543,6 +542,15 @@ class DeerMemMemoryManager(MemoryManager):
         for bucket in snapshot.buckets:
             for record in self._storage.load(snapshot.user_id, _agent(bucket)).facts.values():
                 yield _indexed(record)
+
+
+def _open_index(path: Path) -> RetrievalIndex:
+    """Open the index; an unreadable one is rebuilt, since the fact files are the truth."""
+    try:
+        return RetrievalIndex(path)
+    except IndexCorruptionError:
+        logger.warning("retrieval index %s is unreadable; recreating it from the files", path)
+        return RetrievalIndex.reset(path)
 
 
 def _agent(bucket: str) -> str | None:
