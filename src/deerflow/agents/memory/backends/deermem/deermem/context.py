@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import html
 import math
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Final
 
@@ -99,9 +99,11 @@ def _fact_line(fact: ContextFact) -> str | None:
 
 
 def _fit(
-    lines: Sequence[str], budget: int, cost: Callable[[str], int], opening: int = 0
+    lines: Iterable[str], budget: int, cost: Callable[[str], int], opening: int = 0
 ) -> tuple[list[str], int]:
     """The longest prefix of `lines` that fits in `budget`, and its cost.
+
+    `lines` may be lazy: nothing after the first line that does not fit is produced.
 
     `opening` (a section header) is charged together with the first line, so a header never
     appears without a line under it.
@@ -117,13 +119,17 @@ def _fit(
     return taken, spent
 
 
+def _lines(facts: Iterable[ContextFact]) -> Iterator[str]:
+    return (line for line in map(_fact_line, facts) if line)
+
+
 def _render(sections: Sequence[_Section]) -> str:
     return "\n\n".join("\n".join([header, *lines]) for header, lines in sections if lines)
 
 
 def format_context(
     summaries: Mapping[str, object],
-    facts: Sequence[ContextFact],
+    facts: Iterable[ContextFact],
     *,
     max_tokens: int = 2000,
     guaranteed_categories: Sequence[str] = ("correction",),
@@ -136,7 +142,7 @@ def format_context(
     Args:
         summaries: the memory document, or a mapping with its `user` and `history` parts; other
             keys are ignored.
-        facts: best first; facts with blank content are skipped.
+        facts: best first; facts with blank content are skipped. Read once, lazily.
         max_tokens: bound on `count_tokens` of the whole result.
         guaranteed_categories: categories placed first, within `guaranteed_token_budget`.
         guaranteed_token_budget: token budget of the guaranteed lines.
@@ -155,9 +161,12 @@ def format_context(
 
     user_pool = _summary_lines(summaries, "user", USER_LABELS)
     history_pool = _summary_lines(summaries, "history", HISTORY_LABELS)
-    ranked = [(f.category in guaranteed_categories, _fact_line(f)) for f in facts if include_facts]
-    guaranteed_pool = [line for special, line in ranked if special and line]
-    regular_pool = [line for special, line in ranked if not special and line]
+    # Lines are formatted only until the budget is spent: a full bucket has far more facts
+    # than fit, and formatting every one of them would dominate the cost.
+    chosen = list(facts) if include_facts else []
+    special = frozenset(guaranteed_categories)
+    guaranteed_pool = _lines(f for f in chosen if f.category in special)
+    regular_pool = _lines(f for f in chosen if f.category not in special)
 
     facts_opening = header_cost(_FACTS_HEADER)
     guaranteed, spent = _fit(

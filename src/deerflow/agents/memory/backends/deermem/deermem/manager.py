@@ -182,10 +182,10 @@ class DeerMemMemoryManager(MemoryManager):
             )
         text = format_context(
             snapshot.summaries,
-            [
+            (
                 ContextFact(f["content"], f["category"], f["confidence"], f.get("sourceError"))
                 for f in facts
-            ],
+            ),
             max_tokens=self._config.max_injection_tokens,
             guaranteed_categories=self._config.guaranteed_categories,
             guaranteed_token_budget=self._config.guaranteed_token_budget,
@@ -407,8 +407,8 @@ class DeerMemMemoryManager(MemoryManager):
 
         def users() -> Iterator[tuple[str, int, Iterator[IndexedFact]]]:
             for user_id in storage.user_ids():
-                snapshot = storage.reload(user_id, None)
-                yield safe_user_id(user_id), snapshot.revision, self._user_facts(snapshot)
+                revision, records = storage.scan(user_id)
+                yield safe_user_id(user_id), revision, map(_indexed, records)
 
         return self._index.rebuild(users(), progress=progress)
 

@@ -172,6 +172,22 @@ class FileMemoryStorage(MemoryStorage):
                         "migrate this user by id first"
                     )
 
+    def scan(self, user_id: str) -> tuple[int, list[dict[str, Any]]]:
+        """The user's revision and every fact of every bucket, read from the files.
+
+        Bypasses the cache in both directions, so a full reindex does not fill memory.
+        """
+        paths, raw_user, _ = self._scope(user_id, None)
+        migrate_if_needed(self, raw_user)
+        with self._lock(paths).hold():
+            manifest = self._recovered_manifest(paths)
+            records = [
+                record
+                for bucket in _buckets_of(paths)
+                for record in self._read_bucket(paths, raw_user, bucket).values()
+            ]
+        return manifest.revision, records
+
     def _scope(self, user_id: str | None, agent_name: str | None) -> tuple[UserPaths, str, str]:
         raw_user = DEFAULT_USER if user_id is None else user_id
         return UserPaths(self.root, safe_user_id(raw_user)), raw_user, bucket_name(agent_name)
