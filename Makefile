@@ -26,3 +26,13 @@ typecheck: env
 format: env
 	$(UV_RUN) ruff format src tests
 	$(UV_RUN) ruff check --fix src tests
+
+# `make bench` measures DeerMem (benchmarks/deermem_bench.py, about 3 minutes on 2 cores) and
+# writes benchmarks/results/deermem.{json,png,md}. Its extra packages live in the `bench` group.
+.PHONY: bench
+bench:
+	@$(UV) --version >/dev/null 2>&1 || python3 -m pip install --quiet uv
+	$(UV) sync --locked --group bench
+	$(UV_RUN) --group bench python -m benchmarks.deermem_bench \
+		--json benchmarks/results/deermem.json --png benchmarks/results/deermem.png \
+		--markdown benchmarks/results/deermem.md

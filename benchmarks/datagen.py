@@ -9,11 +9,14 @@ user, as in real use. The same seed always gives the same facts, whichever proce
 from __future__ import annotations
 
 import random
-from collections.abc import Iterator
+import time
+from collections.abc import Iterator, Sequence
 from typing import Any, Final
 
+from deerflow.agents.memory.backends.deermem.deermem.config import DeerMemConfig
 from deerflow.agents.memory.backends.deermem.deermem.core.changes import ChangeSet
 from deerflow.agents.memory.backends.deermem.deermem.core.index import IndexedFact
+from deerflow.agents.memory.backends.deermem.deermem.core.storage import FileMemoryStorage
 from deerflow.agents.memory.backends.deermem.deermem.governance import normalized
 
 __all__ = [
@@ -22,9 +25,11 @@ __all__ = [
     "QUERY_WORDS",
     "SEED",
     "bulk_changes",
+    "ingest_users",
     "make_fact",
     "query_plan",
     "record_of",
+    "spread",
     "unique_facts",
     "user_facts",
 ]
@@ -180,3 +185,19 @@ def spread(n_facts: int, n_users: int) -> Iterator[tuple[int, int]]:
     per_user, extra = divmod(n_facts, n_users)
     for user in range(n_users):
         yield user, per_user + (1 if user < extra else 0)
+
+
+def ingest_users(root: str, users: Sequence[tuple[str, int, int]]) -> list[float]:
+    """Store `(user id, user number, fact count)` users under `root`, one commit per user.
+
+    Returns the milliseconds of each user's commit. Safe to run in several processes at once
+    over disjoint users (the storage locks per user).
+    """
+    storage = FileMemoryStorage(DeerMemConfig(storage_path=root, max_facts=500))
+    times = []
+    for user_id, number, count in users:
+        changes = bulk_changes(user_facts(number, count))
+        start = time.perf_counter()
+        storage.save(user_id, changes)
+        times.append((time.perf_counter() - start) * 1000)
+    return times

@@ -22,7 +22,6 @@ from __future__ import annotations
 import argparse
 import json
 import random
-import resource
 import sqlite3
 import statistics
 import subprocess
@@ -117,14 +116,22 @@ def fts5_bm25_latency(path: Path, others: int, queries: int) -> dict[str, dict[s
     return measured
 
 
+def peak_rss_mb() -> float:
+    """VmHWM of this process in MB (ru_maxrss would carry over the parent's peak across exec)."""
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024
+    raise RuntimeError("no VmHWM in /proc/self/status")
+
+
 def rebuild_child(n_facts: int, path: Path) -> None:
     """Runs in a fresh process: rebuild `n_facts` over 10^3 users, print time and peak RSS."""
     index = RetrievalIndex(path)
-    before_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    before_mb = peak_rss_mb()
     start = time.perf_counter()
     done = index.rebuild(corpus(n_facts, 1000))
     seconds = time.perf_counter() - start
-    peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    peak_mb = peak_rss_mb()
     index.close()
     print(json.dumps({"facts": done, "seconds": seconds, "rss_before": before_mb, "peak": peak_mb}))
 

@@ -11,7 +11,10 @@ import pytest
 from deerflow.agents.memory.backends.deermem import DeerMemMemoryManager
 from deerflow.agents.memory.backends.deermem.deermem.core import index as index_module
 from deerflow.agents.memory.backends.deermem.deermem.core.paths import UserPaths, safe_user_id
-from deerflow.agents.memory.backends.deermem.deermem.core.storage import FileMemoryStorage
+from deerflow.agents.memory.backends.deermem.deermem.core.storage import (
+    FileMemoryStorage,
+    MemoryStorage,
+)
 from deerflow.agents.memory.manager import (
     DuplicateFactError,
     FactEvictedError,
@@ -420,3 +423,17 @@ def test_an_unreadable_index_is_rebuilt_from_the_files(
     reopened = make(tmp_path)
     assert "recreating it from the files" in caplog.text
     assert [r["content"] for r in reopened.search("ramen", user_id="u")] == ["likes ramen"]
+
+
+class WholeBucketStorage(FileMemoryStorage):
+    """A storage that relies on the seam's default `load_facts` (built on `load`)."""
+
+    load_facts = MemoryStorage.load_facts
+
+
+def test_search_works_on_a_storage_without_a_load_facts_override(tmp_path: Path) -> None:
+    manager = make(tmp_path, storage_class=f"{__name__}.WholeBucketStorage")
+    manager.create_fact("likes ramen", user_id="u")
+    assert [r["content"] for r in manager.search("ramen", user_id="u")] == ["likes ramen"]
+    fresh = make(tmp_path)  # cold cache: only the hits are read
+    assert [r["content"] for r in fresh.search("ramen", user_id="u")] == ["likes ramen"]

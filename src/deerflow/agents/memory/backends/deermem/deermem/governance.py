@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import heapq
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -46,7 +47,7 @@ def capacity_evictions(
     overflow = len(facts) + 1 - max_facts
     if overflow <= 0:
         return []
-    candidates = sorted([*facts.values(), new], key=_keep_order)[:overflow]
+    candidates = heapq.nsmallest(overflow, [*facts.values(), new], key=_keep_order)
     if any(candidate is new for candidate in candidates):
         raise FactEvictedError(
             f"the fact was not stored: the bucket is full (max_facts={max_facts}) and every "

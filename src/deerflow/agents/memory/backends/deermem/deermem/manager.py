@@ -212,18 +212,20 @@ class DeerMemMemoryManager(MemoryManager):
             raise ValueError(f"top_k: must be a positive integer, got {top_k!r}")
         if category is not None:
             validate_category(category)
-        snapshot = self._storage.load(user_id, agent_name)
-        user_key = safe_user_id(snapshot.user_id)
-        if self._index.indexed_revision(user_key) != snapshot.revision:
-            self._reindex_user(snapshot)
-        hits = self._index.search(user_key, snapshot.bucket, query, category=category, limit=top_k)
-        found = []
-        for hit in hits:
-            record = snapshot.facts.get(hit.fact_id)
-            if record is None:  # the index ran ahead of this snapshot; it heals on the next commit
-                continue
-            found.append(self._views.public(record) | {"score": hit.score})
-        return found
+        user_key = safe_user_id(DEFAULT_USER if user_id is None else user_id)
+        bucket = bucket_name(agent_name)
+        # Reading only the hits keeps a user's first search from parsing the whole bucket.
+        revision, _ = self._storage.load_facts(user_id, agent_name, ())
+        if self._index.indexed_revision(user_key) != revision:
+            self._reindex_user(self._storage.load(user_id, agent_name))
+        hits = self._index.search(user_key, bucket, query, category=category, limit=top_k)
+        _, records = self._storage.load_facts(user_id, agent_name, [h.fact_id for h in hits])
+        # A hit missing from the files means the index ran ahead; it heals on the next commit.
+        return [
+            self._views.public(records[hit.fact_id]) | {"score": hit.score}
+            for hit in hits
+            if hit.fact_id in records
+        ]
 
     # -- fact CRUD -----------------------------------------------------------------------------
 

@@ -12,7 +12,7 @@ import json
 import threading
 import uuid
 from abc import ABC, abstractmethod
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
@@ -91,6 +91,17 @@ class MemoryStorage(ABC):
         """Every audit entry of the user, oldest first."""
         raise MemoryUnsupportedError(type(self).__name__, "read_history")
 
+    def load_facts(
+        self, user_id: str | None, agent_name: str | None, fact_ids: Iterable[str]
+    ) -> tuple[int, dict[str, Mapping[str, Any]]]:
+        """The user's revision and the named facts of one bucket that exist.
+
+        Override to avoid reading the whole bucket; search needs only its hits.
+        """
+        snapshot = self.load(user_id, agent_name)
+        wanted = {fact_id: snapshot.facts.get(fact_id) for fact_id in fact_ids}
+        return snapshot.revision, {k: v for k, v in wanted.items() if v is not None}
+
 
 @dataclass(frozen=True, slots=True)
 class _Manifest:
@@ -137,6 +148,25 @@ class FileMemoryStorage(MemoryStorage):
             facts = self._read_bucket(paths, raw_user, bucket)
             self._buckets[(paths.user_key, bucket)] = _Bucket(manifest.raw, facts)
             return self._snapshot(paths, raw_user, bucket, manifest, facts)
+
+    def load_facts(
+        self, user_id: str | None, agent_name: str | None, fact_ids: Iterable[str]
+    ) -> tuple[int, dict[str, Mapping[str, Any]]]:
+        paths, raw_user, bucket = self._scope(user_id, agent_name)
+        migrate_if_needed(self, raw_user)
+        manifest = self._read_manifest(paths)
+        cached = self._buckets.get((paths.user_key, bucket))
+        if cached is not None and cached.manifest == manifest.raw:
+            facts: Mapping[str, Mapping[str, Any]] = cached.facts
+            return manifest.revision, {i: facts[i] for i in fact_ids if i in facts}
+        with self._lock(paths).hold():  # a half-done commit must be settled before reading
+            manifest = self._recovered_manifest(paths)
+            found: dict[str, Mapping[str, Any]] = {}
+            for fact_id in fact_ids:
+                stored = self._stored(paths, raw_user, (bucket, fact_id))
+                if stored is not None:
+                    found[fact_id] = stored[1]
+            return manifest.revision, found
 
     def read_history(self, user_id: str | None) -> list[dict[str, Any]]:
         paths, raw_user, _ = self._scope(user_id, None)

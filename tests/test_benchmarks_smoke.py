@@ -1,0 +1,106 @@
+"""The DeerMem benchmark runs end to end in `--quick` mode and writes every section.
+
+No timing assertions here: performance is measured by `make bench`, never asserted in tests.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+SECTIONS = (
+    "baseline",
+    "ingest",
+    "create_fact",
+    "get_context",
+    "search",
+    "index_update",
+    "reindex",
+    "cold_start",
+)
+STATS = ("n", "p50", "p95", "p99")
+
+
+def assert_stats(stats: dict[str, Any]) -> None:
+    assert set(STATS) <= set(stats)
+    assert stats["n"] > 0
+
+
+@pytest.mark.timeout(240)
+def test_quick_benchmark_writes_every_section(tmp_path: Path) -> None:
+    out = tmp_path / "deermem.json"
+    command = [
+        sys.executable,
+        "-m",
+        "benchmarks.deermem_bench",
+        "--quick",
+        "--json",
+        str(out),
+        "--markdown",
+        str(tmp_path / "deermem.md"),
+        "--workdir",
+        str(tmp_path),
+    ]
+    chart = importlib.util.find_spec("matplotlib") is not None  # in the `bench` group only
+    if chart:
+        command += ["--png", str(tmp_path / "deermem.png")]
+    done = subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=230)
+    assert done.returncode == 0, done.stderr[-4000:]
+
+    results = json.loads(out.read_text())
+    assert results["quick"] is True
+    assert set(SECTIONS) <= set(results["sections"])
+    assert results["recorded_source"].endswith("deerflow-deermem-baseline.md")
+    assert {"commit", "uncommitted_src_changes"} <= set(results["source"])
+    s = results["sections"]
+
+    assert_stats(s["baseline"]["fsync_write"])
+    create = s["create_fact"]
+    assert create["final_bucket_size"] == results["plan"]["max_facts"]
+    assert "create_fact/full" in create["rows"]
+    for row in create["rows"].values():
+        assert_stats(row)
+        assert "storage.save" in row["components_p50"]
+    for size in results["plan"]["context_sizes"]:
+        entry = s["get_context"]["sizes"][str(size)]
+        assert entry["facts"] == size
+        assert_stats(entry["cached"])
+        assert_stats(entry["uncached"])
+    single = s["search"]["single_user"]
+    for state in ("as_left_by_create_fact", "after_reindex"):
+        assert_stats(single[state]["manager"])
+        assert_stats(single[state]["bare_index"])
+        assert single[state]["breakdown"]["steps_p50"]
+    assert single["profile_after_reindex"]["top_own_time"]
+    stores = s["search"]["stores"]
+    assert set(stores) == {str(n) for n in results["plan"]["others"]}
+    for others, store in stores.items():
+        assert_stats(store["probe"]["search"])
+        if others != "0":
+            assert_stats(store["spread"]["pass1"])
+            assert_stats(store["spread"]["pass2"])
+    for entry in s["index_update"].values():
+        assert_stats(entry["create_fact"])
+        assert_stats(entry["apply"])
+    assert s["reindex"]["facts"] == s["reindex"]["store_facts"]
+    assert len(s["reindex"]["runs"]) == results["plan"]["reindex_runs"]
+    assert_stats(s["reindex"]["seconds"])
+    assert_stats(s["reindex"]["peak_rss_mb"])
+    for run in s["cold_start"]["runs"].values():
+        assert_stats(run["total"])
+        assert set(run["breakdown_p50"]) >= {"import_ms", "construct_ms", "first_get_context_ms"}
+    assert s["cold_start"]["import_profile"]["top_packages"]
+
+    assert results["rows"]
+    assert all(isinstance(target["met"], bool) for target in results["targets"])
+    assert (tmp_path / "deermem.md").read_text().startswith("| measurement")
+    if chart:
+        assert (tmp_path / "deermem.png").stat().st_size > 0
+    assert not list(tmp_path.glob("deermem-bench-*")), "the temporary stores were not removed"
