@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from deerflow.agents.memory.backends.deermem.deermem.context import rank_for_query
-from deerflow.agents.memory.backends.deermem.deermem.ranking import tokenize
+from deerflow.agents.memory.backends.deermem.deermem.governance import tokenize
 
 Fact = tuple[str, float]
 

@@ -9,14 +9,18 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from itertools import combinations
 from typing import Any
 
 from deerflow.agents.memory.backends.deermem.deermem.core.changes import MemorySnapshot
 from deerflow.agents.memory.backends.deermem.deermem.core.scrub import find_secret
-from deerflow.agents.memory.backends.deermem.deermem.governance import normalized
-from deerflow.agents.memory.backends.deermem.deermem.ranking import tokenize
+from deerflow.agents.memory.backends.deermem.deermem.governance import (
+    content_tokens,
+    is_stale,
+    jaccard,
+    normalized,
+)
 
 __all__ = ["AuditReport", "NearDuplicate", "SecretFinding", "audit_bucket"]
 
@@ -153,7 +157,7 @@ def audit_bucket(
         near_duplicate_threshold=near_duplicate_threshold,
         exact_duplicates=_exact_duplicates(facts),
         near_duplicates=_near_duplicates(facts, near_duplicate_threshold),
-        stale=tuple(f["id"] for f in facts if _is_stale(f, now, staleness_age_days)),
+        stale=tuple(f["id"] for f in facts if is_stale(f, now, staleness_age_days)),
         never_retrieved=None
         if retrieved_ids is None
         else tuple(f["id"] for f in facts if f["id"] not in retrieved_ids),
@@ -171,38 +175,17 @@ def _exact_duplicates(facts: list[Mapping[str, Any]]) -> tuple[tuple[str, ...], 
 
 def _near_duplicates(facts: list[Mapping[str, Any]], threshold: float) -> tuple[NearDuplicate, ...]:
     # O(n²) over one bucket: max_facts caps a bucket at 500 facts, about 125k cheap comparisons.
-    tokens = {fact["id"]: frozenset(tokenize(fact["content"])) for fact in facts}
+    tokens = {fact["id"]: content_tokens(fact["content"]) for fact in facts}
     pairs = []
     for a, b in combinations(facts, 2):
         if a.get("category") != b.get("category"):
             continue
         if normalized(a["content"]) == normalized(b["content"]):
             continue  # an exact duplicate, reported as such
-        union = tokens[a["id"]] | tokens[b["id"]]
-        similarity = len(tokens[a["id"]] & tokens[b["id"]]) / len(union) if union else 0.0
+        similarity = jaccard(tokens[a["id"]], tokens[b["id"]])
         if similarity >= threshold:
             pairs.append(NearDuplicate(a["id"], b["id"], similarity))
     return tuple(pairs)
-
-
-def _is_stale(fact: Mapping[str, Any], now: datetime, default_days: int) -> bool:
-    """Neither updated nor confirmed within its valid age; a fact with no readable time is."""
-    valid_days = fact.get("expected_valid_days")
-    if isinstance(valid_days, bool) or not isinstance(valid_days, int) or valid_days <= 0:
-        valid_days = default_days
-    times = [_parse_time(fact.get(key)) for key in ("updatedAt", "lastConfirmedAt", "createdAt")]
-    known = [time for time in times if time is not None]
-    return not known or now - max(known) > timedelta(days=valid_days)
-
-
-def _parse_time(value: Any) -> datetime | None:
-    if not isinstance(value, str) or not value:
-        return None
-    try:
-        parsed = datetime.fromisoformat(value)
-    except ValueError:
-        return None
-    return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
 
 
 def _has_provenance(source: Any) -> bool:

@@ -24,11 +24,23 @@ class DeerMemConfig(BaseModel):
     max_injection_tokens: int = Field(default=2000, gt=0)
     guaranteed_categories: tuple[str, ...] = ("correction",)
     guaranteed_token_budget: int = Field(default=500, ge=0)
+    fact_confidence_threshold: float = Field(default=0.7, ge=0, le=1)
+    fact_dedup_enabled: bool = False
+    fact_dedup_similarity_threshold: float = Field(default=0.7, gt=0, le=1)
+    staleness_review_enabled: bool = False
+    staleness_age_days: int = Field(default=90, ge=1, le=3650)
+    staleness_min_candidates: int = Field(default=3, ge=1, le=50)
+    staleness_max_removals_per_cycle: int = Field(default=10, ge=1, le=50)
+    staleness_protected_categories: tuple[str, ...] = ("correction",)
+    consolidation_enabled: bool = False
+    consolidation_min_facts: int = Field(default=8, ge=3, le=30)
+    consolidation_max_groups_per_cycle: int = Field(default=3, ge=1, le=10)
+    consolidation_max_sources: int = Field(default=8, ge=2, le=20)
     retrieval_relevance_enabled: bool = False
     retrieval_relevance_weight: float = Field(default=0.5, ge=0, le=1)
     retrieval_diversity_weight: float = Field(default=0.0, ge=0, le=1)
 
-    @field_validator("guaranteed_categories")
+    @field_validator("guaranteed_categories", "staleness_protected_categories")
     @classmethod
     def _known_categories(cls, value: tuple[str, ...]) -> tuple[str, ...]:
         unknown = [category for category in value if category not in FACT_CATEGORIES]

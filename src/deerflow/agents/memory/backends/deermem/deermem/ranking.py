@@ -11,42 +11,20 @@ its score is `relevance_weight * relevance + (1 - relevance_weight) * confidence
 from __future__ import annotations
 
 import math
-import re
 from collections import Counter
 from collections.abc import Callable, Sequence
-from typing import Final, TypeVar
+from typing import TypeVar
+
+from deerflow.agents.memory.backends.deermem.deermem.governance import jaccard, tokenize
 
 __all__ = ["rank_for_query", "tokenize"]
 
+
 T = TypeVar("T")
-
-_CJK: Final = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7a3\uf900-\ufaff"
-_TOKEN: Final = re.compile(rf"(?P<cjk>[{_CJK}]+)|[^\W_{_CJK}]+")
-_MAX_CHARS: Final = 4096  # bounds the work per fact and per query
-
-
-def tokenize(text: str) -> list[str]:
-    """Lower-cased words (letters and digits, split at `_` and punctuation) and CJK bigrams.
-
-    A CJK run of one character is kept as is; longer runs become overlapping bigrams, which is
-    how Chinese is matched without a segmenter ("使用pnpm" -> "使用", "pnpm").
-    """
-    tokens: list[str] = []
-    for match in _TOKEN.finditer(text[:_MAX_CHARS].lower()):
-        run = match.group()
-        if match.group("cjk"):
-            tokens.extend(run[i : i + 2] for i in range(max(len(run) - 1, 1)))
-        else:
-            tokens.append(run)
-    return tokens
 
 
 def _confidence(value: float) -> float:
     return min(max(value, 0.0), 1.0) if math.isfinite(value) else 0.0
-
-
-def _jaccard(a: frozenset[str], b: frozenset[str]) -> float:
-    return len(a & b) / len(a | b) if a or b else 0.0
 
 
 def rank_for_query(
@@ -111,6 +89,6 @@ def _mmr(
         remaining.remove(best)
         picked.append(best)
         for i in remaining:  # only the newest pick can raise an item's maximum similarity
-            similarity = _jaccard(token_sets[i], token_sets[best])
+            similarity = jaccard(token_sets[i], token_sets[best])
             max_similarity[i] = max(max_similarity[i], similarity)
     return picked

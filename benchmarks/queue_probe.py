@@ -1,0 +1,137 @@
+"""Probe the latency of DeerMem's durable write queue: what `add()` pays before it returns.
+
+    uv run python -m benchmarks.queue_probe [--puts 2000] [--dir DIR] [--json out.json]
+
+Prints one table (times in ms, p50 / p95 / p99). Every put commits to a real SQLite journal in
+`--dir` (default: a temporary directory; put it on the disk you deploy on, since the fsync rows
+depend on the device). No worker runs: the probe times the put itself.
+
+* new key: each put is a new thread of 10 turns (about 200 characters each);
+* replace: puts of one thread whose conversation grows by 2 turns a put (after 2000 puts it is
+  4000 turns long, but a watermark after every 20 turns keeps what is stored short);
+* put_now: an urgent item of 10 turns;
+* 8 threads: 8 threads putting new keys at once, per-put latency and total puts per second;
+* each with `synchronous=NORMAL` (survives a process kill, the default) and with `fsync=True`
+  (`synchronous=FULL`, survives power loss too).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from benchmarks.timing import summarize, time_calls
+from deerflow.agents.memory.backends.deermem.deermem.pipeline.queue import (
+    DurableQueue,
+    QueueItem,
+    QueueKey,
+)
+
+TEXT = "The user mentioned they deploy on Kubernetes 1.29 and prefer Go for services. " * 3
+
+
+def turns(start: int, count: int) -> list[dict[str, Any]]:
+    return [{"id": f"m{n}", "role": "user", "text": TEXT} for n in range(start, start + count)]
+
+
+def identity(turn: dict[str, Any]) -> str:
+    return str(turn["id"])
+
+
+def open_queue(path: Path, fsync: bool) -> DurableQueue:
+    def process(item: QueueItem) -> None:
+        return None
+
+    return DurableQueue(path, process=process, identity=identity, fsync=fsync, start=False)
+
+
+def new_keys(queue: DurableQueue, puts: int) -> list[float]:
+    conversation = turns(0, 10)
+    return time_calls(puts, lambda i: queue.put(QueueKey(f"new{i}", "bench"), conversation))
+
+
+def replacing(queue: DurableQueue, puts: int) -> list[float]:
+    key = QueueKey("long", "bench")
+
+    def extract_every_20_turns(i: int) -> None:
+        if i % 10 == 0:
+            queue.flush(10)  # advances the watermark, as the worker would
+
+    return time_calls(
+        puts, lambda i: queue.put(key, turns(0, 2 * i + 2)), before=extract_every_20_turns
+    )
+
+
+def urgent(queue: DurableQueue, puts: int) -> list[float]:
+    conversation = turns(0, 10)
+    return time_calls(puts, lambda i: queue.put_now(QueueKey(f"now{i}", "bench"), conversation))
+
+
+def threaded(queue: DurableQueue, puts: int, threads: int = 8) -> tuple[list[float], float]:
+    conversation = turns(0, 10)
+    samples: list[list[float]] = [[] for _ in range(threads)]
+
+    def writer(t: int) -> None:
+        for i in range(puts // threads):
+            start = time.perf_counter()
+            queue.put(QueueKey(f"w{t}-{i}", "bench"), conversation)
+            samples[t].append((time.perf_counter() - start) * 1000)
+
+    workers = [threading.Thread(target=writer, args=(t,)) for t in range(threads)]
+    began = time.perf_counter()
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join()
+    elapsed = time.perf_counter() - began
+    flat = [sample for per_thread in samples for sample in per_thread]
+    return flat, len(flat) / elapsed
+
+
+def show(stats: dict[str, Any]) -> str:
+    return f"{stats['p50']:.3f} / {stats['p95']:.3f} / {stats['p99']:.3f}  (n={stats['n']})"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n")[0])
+    parser.add_argument("--puts", type=int, default=2000)
+    parser.add_argument("--dir", type=Path, help="where the journals go (default: a temp dir)")
+    parser.add_argument("--json", type=Path)
+    args = parser.parse_args()
+
+    results: dict[str, Any] = {}
+    rows: list[tuple[str, str]] = []
+    with tempfile.TemporaryDirectory(dir=args.dir) as tmp:
+        for fsync in (False, True):
+            mode = "FULL" if fsync else "NORMAL"
+            puts = args.puts if not fsync else max(200, args.puts // 4)
+            series = {
+                "new_key": new_keys(open_queue(Path(tmp) / f"new-{mode}.sqlite3", fsync), puts),
+                "replace": replacing(open_queue(Path(tmp) / f"rep-{mode}.sqlite3", fsync), puts),
+                "put_now": urgent(open_queue(Path(tmp) / f"now-{mode}.sqlite3", fsync), puts),
+            }
+            samples, rate = threaded(open_queue(Path(tmp) / f"thr-{mode}.sqlite3", fsync), puts)
+            series["8_threads"] = samples
+            for name, times in series.items():
+                stats = summarize(times)
+                results[f"{name}_{mode}"] = stats
+                label = f"{name.replace('_', ' ')}, synchronous={mode}"
+                rows.append((label, show(stats)))
+            results[f"8_threads_{mode}"]["puts_per_second"] = rate
+            rows.append((f"8 threads, synchronous={mode}: throughput", f"{rate:,.0f} puts/s"))
+
+    width = max(len(label) for label, _ in rows)
+    print(f"{'put latency, ms':<{width}}  p50 / p95 / p99")
+    for label, value in rows:
+        print(f"{label:<{width}}  {value}")
+    if args.json:
+        args.json.write_text(json.dumps(results, indent=2))
+
+
+if __name__ == "__main__":
+    main()

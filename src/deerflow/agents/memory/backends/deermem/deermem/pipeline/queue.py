@@ -1,0 +1,580 @@
+"""DeerMem's durable write queue (SPEC §5.6 steps 2-3, §9.1).
+
+`add()` hands the conversation to `DurableQueue.put`, which commits it to a SQLite journal
+(`{root}/.queue/pending.sqlite3`) and returns; a daemon worker later calls `process` (the LLM
+extraction) for each item once it is due, one item at a time, in due order.
+
+Items. A key (thread, user, agent) has at most one pending normal item: a newer put replaces it
+(latest conversation wins, signals are unioned, the first put's time is kept). `put_now` items
+(the emergency flush before summarisation drops messages) are due at once, carry their turns
+whole, and neither replace nor are replaced by a normal item.
+
+Schedule. A normal item is due `debounce_seconds` after its last put, but no later than
+`max_wait_seconds` after its first, so constant chatter cannot starve it. Due times are stored,
+so `clock` must be one that every process and every restart agrees on: the wall clock
+(`time.time`). `time.monotonic` restarts at boot and would strand items recovered after a
+reboot; a wall-clock step merely moves extractions earlier or later by the step.
+
+Watermark. When a normal item has been processed, its key's watermark becomes the identity of
+its last turn. Later items carry only the turns after the FIRST turn with that identity (a text
+repeated without a message id then re-sends a few turns rather than skipping some), or every
+turn when none has it (the conversation was compacted). An item with nothing new is dropped
+without calling `process`. Only the `watermark_max_keys` most recently advanced keys are kept; a
+forgotten key re-sends its whole conversation once, which extraction deduplicates.
+
+Durability. `put` commits before it returns. The journal runs in WAL mode with
+`synchronous=NORMAL`: a commit has reached the OS when `put` returns, so killing the process
+loses nothing, while power loss or a kernel crash may lose the puts since the last checkpoint
+(the file stays consistent). `fsync=True` (`synchronous=FULL`) makes each put survive power loss
+too, at the price of one fsync per put (`benchmarks/queue_probe.py` measures both).
+
+Delivery is at least once. An item is deleted, and its watermark advanced, in one transaction
+after `process` returns; a crash during `process`, or before that commit, processes it again at
+the next start, so the caller's apply step must be idempotent. If `process` raises, the item is
+kept with `attempts + 1` and is due again after `debounce * 2**attempts` seconds (at least 1 s,
+at most `max_wait_seconds`): a failing extraction is retried, never dropped.
+
+Processes. Several processes on one host (WAL needs shared memory, so the file cannot live on a
+network file system anyway) may share the journal, e.g. a CLI and a server. A worker claims an
+item in a write transaction: `claimed_by` (pid and a random token) plus a ten-minute lease. No
+one else takes the item until the claim is released, the lease expires or the claimant's pid has
+gone; a `process` call outliving its lease may therefore run twice. Within a process, the worker
+and `flush` take turns on one lock, so `process` is never called concurrently.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import os
+import sqlite3
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Final, NamedTuple
+
+from deerflow.agents.memory.manager import MemoryCorruptionError, MemoryManagerError
+
+__all__ = ["DurableQueue", "QueueFullError", "QueueItem", "QueueKey"]
+
+logger = logging.getLogger(__name__)
+
+_BUSY_TIMEOUT_S: Final = 30.0
+_LEASE_S: Final = 600.0
+# How often an idle worker looks for items it was not told about (other processes' puts).
+_POLL_S: Final = 1.0
+# Retries never come faster than this, even with `debounce_seconds=0`: each one is an LLM call.
+_MIN_RETRY_S: Final = 1.0
+_JOIN_S: Final = 5.0
+_CORRUPTION_CODES: Final = frozenset({sqlite3.SQLITE_CORRUPT, sqlite3.SQLITE_NOTADB})
+
+MIGRATIONS: Final[tuple[tuple[str, ...], ...]] = (
+    (
+        # `generation` grows with every replacing put: finishing an item that was replaced while
+        # it was being processed must keep the newer conversation.
+        "CREATE TABLE items (id INTEGER PRIMARY KEY, key TEXT NOT NULL, user_id TEXT NOT NULL,"
+        " agent_name TEXT, urgent INTEGER NOT NULL, turns TEXT NOT NULL, signals TEXT NOT NULL,"
+        " trace_id TEXT, attempts INTEGER NOT NULL DEFAULT 0,"
+        " generation INTEGER NOT NULL DEFAULT 0, first_at REAL NOT NULL, last_at REAL NOT NULL,"
+        " due_at REAL NOT NULL, claimed_by TEXT, claimed_until REAL)",
+        "CREATE UNIQUE INDEX items_normal ON items (key) WHERE NOT urgent",
+        "CREATE INDEX items_due ON items (due_at)",
+        "CREATE INDEX items_claimed ON items (claimed_until) WHERE claimed_by IS NOT NULL",
+        "CREATE TABLE watermarks (key TEXT PRIMARY KEY, user_id TEXT NOT NULL, agent_name TEXT,"
+        " mark TEXT NOT NULL, used_at REAL NOT NULL) WITHOUT ROWID",
+        "CREATE INDEX watermarks_used ON watermarks (used_at)",
+    ),
+)
+"""Schema versions; `MIGRATIONS[i]` takes the journal from version i to i + 1."""
+
+# Nobody holds the item: never claimed, lease run out, or claimant dead (params: now, orphans).
+_FREE: Final = (
+    "(i.claimed_by IS NULL OR i.claimed_until < ? OR i.id IN (SELECT value FROM json_each(?)))"
+)
+_ITEM_SQL: Final = (
+    "SELECT i.id, i.generation, i.key, i.urgent, i.turns, i.signals, i.trace_id, i.attempts,"
+    " i.first_at, i.last_at, i.due_at, w.mark FROM items AS i LEFT JOIN watermarks AS w USING (key)"
+)
+
+
+class QueueFullError(MemoryManagerError):
+    """The queue holds `max_depth` items, so a conversation of a new key was refused.
+
+    Nothing is lost for good: the next turn of that thread hands the whole conversation again.
+    """
+
+
+class QueueKey(NamedTuple):
+    """The conversation an item belongs to; a tuple, so hashable, and JSON as a 3-item list."""
+
+    thread_id: str
+    user_id: str
+    agent_name: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class QueueItem:
+    """One pending extraction. Times are in the queue's clock (epoch seconds by default).
+
+    `turns` of a normal item are only those after its key's watermark; `signals` are sorted.
+    """
+
+    key: QueueKey
+    turns: list[dict[str, Any]]
+    signals: list[str]
+    trace_id: str | None
+    urgent: bool
+    attempts: int
+    first_enqueued_at: float
+    last_enqueued_at: float
+    due_at: float
+
+
+@dataclass(frozen=True, slots=True)
+class _Claim:
+    row_id: int
+    generation: int
+    item: QueueItem
+
+
+class DurableQueue:
+    """A debounced, durable, multi-process queue of conversations awaiting extraction."""
+
+    def __init__(
+        self,
+        path: Path,
+        *,
+        process: Callable[[QueueItem], None],
+        identity: Callable[[dict[str, Any]], str],
+        debounce_seconds: float = 30.0,
+        max_wait_seconds: float = 120.0,
+        max_depth: int = 0,
+        watermark_max_keys: int = 4096,
+        fsync: bool = False,
+        clock: Callable[[], float] = time.time,
+        start: bool = True,
+    ) -> None:
+        """Open or create the journal at `path`; with `start`, run the worker thread.
+
+        Items left by an earlier process are processed when due (overdue ones at once).
+
+        Args:
+            path: the SQLite journal, e.g. `{root}/.queue/pending.sqlite3`.
+            process: extracts one item; raising keeps the item for a retry.
+            identity: a stable identity of a turn (its message id, else kind and text).
+            debounce_seconds: quiet time after a key's last put before it is processed.
+            max_wait_seconds: the longest a normal item waits after its first put.
+            max_depth: with a positive value, the most items before new keys are refused.
+            watermark_max_keys: how many keys keep a watermark (0: all).
+            fsync: fsync every commit, so puts survive power loss as well as a process kill.
+            clock: the time in seconds, shared by all processes using `path` (see above).
+            start: run the worker; without it, only `run_due` and `flush` process items.
+
+        Raises:
+            ValueError: a negative setting.
+            MemoryCorruptionError: `path` exists but is not a readable SQLite database.
+        """
+        settings = (debounce_seconds, max_wait_seconds, max_depth, watermark_max_keys)
+        if min(settings) < 0:
+            raise ValueError(f"queue settings must not be negative, got {settings}")
+        self.path = path
+        self._process = process
+        self._identity = identity
+        self._debounce = debounce_seconds
+        self._max_wait = max_wait_seconds
+        self._max_depth = max_depth
+        self._max_marks = watermark_max_keys
+        self._clock = clock
+        self._token = f"{os.getpid()}:{uuid.uuid4().hex}"
+        self._lock = threading.Lock()  # the connection
+        self._busy = threading.Lock()  # one `process` call at a time
+        self._wake = threading.Condition()
+        self._poked = False
+        self._stopping = False
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self._conn = sqlite3.connect(
+            path, timeout=_BUSY_TIMEOUT_S, isolation_level=None, check_same_thread=False
+        )
+        try:
+            self._conn.execute("PRAGMA journal_mode=WAL")
+            self._conn.execute(f"PRAGMA synchronous={'FULL' if fsync else 'NORMAL'}")
+            with self._write() as conn:
+                _migrate(conn)
+        except sqlite3.DatabaseError as exc:
+            self._conn.close()
+            if getattr(exc, "sqlite_errorcode", 0) & 0xFF in _CORRUPTION_CODES:
+                raise MemoryCorruptionError(
+                    f"write queue {path} is unreadable ({exc}); moving it aside starts an empty "
+                    "queue, and the conversations it held are then never extracted"
+                ) from exc
+            raise
+        self._worker: threading.Thread | None = None
+        if start:
+            self._worker = threading.Thread(target=self._work, name="deermem-queue", daemon=True)
+            self._worker.start()
+
+    def put(
+        self,
+        key: QueueKey,
+        turns: list[dict[str, Any]],
+        *,
+        signals: Iterable[str] = (),
+        trace_id: str | None = None,
+    ) -> None:
+        """Commit the latest conversation of `key`, replacing its pending normal item.
+
+        A conversation with no turn after the watermark, and no pending item, is ignored.
+
+        Raises:
+            QueueFullError: `key` has no pending item, `signals` is empty and the queue is full.
+        """
+        now = self._clock()
+        wanted = set(signals)
+        key_text = json.dumps(key)
+        with self._write() as conn:
+            mark = conn.execute("SELECT mark FROM watermarks WHERE key = ?", (key_text,)).fetchone()
+            # Storing only what is new keeps a long thread's put small; processing trims again.
+            fresh = _after(turns, None if mark is None else mark[0], self._identity)
+            fresh_text = json.dumps(fresh, ensure_ascii=False)
+            row = conn.execute(
+                "SELECT signals, first_at FROM items WHERE key = ? AND NOT urgent", (key_text,)
+            ).fetchone()
+            if row is None:
+                if not fresh:
+                    return  # nothing after the watermark: nothing to extract
+                self._admit(conn, signals=bool(wanted))
+                due = now + min(self._debounce, self._max_wait)
+                _insert(conn, key, fresh_text, wanted, trace_id, now=now, due=due, urgent=False)
+            else:
+                merged = json.dumps(sorted(wanted.union(json.loads(row[0]))))
+                due = min(now + self._debounce, row[1] + self._max_wait)
+                conn.execute(
+                    "UPDATE items SET turns = ?, signals = ?, trace_id = coalesce(?, trace_id),"
+                    " last_at = ?, due_at = ?, generation = generation + 1"
+                    " WHERE key = ? AND NOT urgent",
+                    (fresh_text, merged, trace_id, now, due, key_text),
+                )
+        self._poke()
+
+    def put_now(
+        self,
+        key: QueueKey,
+        turns: list[dict[str, Any]],
+        *,
+        signals: Iterable[str] = (),
+        trace_id: str | None = None,
+    ) -> None:
+        """Commit `turns` for processing at once, whole, beside any pending normal item.
+
+        It is always admitted, and neither reads nor advances the key's watermark.
+        """
+        now = self._clock()
+        fresh = json.dumps(turns, ensure_ascii=False)
+        with self._write() as conn:
+            _insert(conn, key, fresh, set(signals), trace_id, now=now, due=now, urgent=True)
+        self._poke()
+
+    def pending(self) -> list[QueueItem]:
+        """Every item not yet processed (including one being processed), in due order."""
+        with self._lock:
+            rows = self._conn.execute(f"{_ITEM_SQL} ORDER BY i.due_at, i.id").fetchall()
+        return [self._item(row) for row in rows]
+
+    def cancel_pending(
+        self, *, user_id: str, agent_name: str | None = None, all_agents: bool = False
+    ) -> int:
+        """Drop the items and watermarks of one agent of a user (or of all its agents).
+
+        An item being processed at that moment still completes; its result is not undone.
+
+        Returns:
+            The number of items dropped.
+        """
+        where = "user_id = ?" if all_agents else "user_id = ? AND agent_name IS ?"
+        params = (user_id,) if all_agents else (user_id, agent_name)
+        with self._write() as conn:
+            dropped = conn.execute(f"DELETE FROM items WHERE {where}", params).rowcount
+            conn.execute(f"DELETE FROM watermarks WHERE {where}", params)
+        return dropped
+
+    def run_due(self) -> int:
+        """Process the items due now, one by one; what the worker runs.
+
+        Returns:
+            The number of items handed to `process`, including failed ones.
+        """
+        done = 0
+        while not self._stopping:
+            with self._busy:
+                claim = self._claim(self._clock(), set())
+                if claim is None:
+                    return done
+                self._run(claim)
+            done += 1
+        return done
+
+    def flush(self, timeout: float) -> bool:
+        """Process every pending item now, due or not, each at most once per call.
+
+        Waits for an item another thread or process is processing, until `timeout` (seconds).
+
+        Returns:
+            True when the queue is empty at the end.
+        """
+        deadline = time.monotonic() + timeout
+        failed: set[int] = set()
+        while (remaining := deadline - time.monotonic()) > 0:
+            if not self._busy.acquire(timeout=remaining):
+                break
+            try:
+                claim = self._claim(math.inf, failed)
+                if claim is not None and not self._run(claim):
+                    failed.add(claim.row_id)
+            finally:
+                self._busy.release()
+            if claim is None:
+                with self._lock:
+                    left = {row[0] for row in self._conn.execute("SELECT id FROM items")}
+                if left <= failed:
+                    return not left
+                time.sleep(min(0.01, max(0.0, deadline - time.monotonic())))
+        with self._lock:
+            return self._conn.execute("SELECT 1 FROM items LIMIT 1").fetchone() is None
+
+    def close(self) -> None:
+        """Stop the worker, waiting a few seconds for its current item; items stay journaled."""
+        with self._wake:
+            self._stopping = True
+            self._wake.notify_all()
+        if self._worker is not None:
+            self._worker.join(_JOIN_S)
+        if self._worker is None or not self._worker.is_alive():
+            self._close_connection()
+        # Otherwise the worker closes the connection once its `process` call returns.
+
+    def _admit(self, conn: sqlite3.Connection, *, signals: bool) -> None:
+        """Refuse a new key when the queue is full, unless the conversation carries signals."""
+        if self._max_depth and not signals:
+            (depth,) = conn.execute("SELECT count(*) FROM items").fetchone()
+            if depth >= self._max_depth:
+                raise QueueFullError(
+                    f"memory write queue {self.path} holds {depth} items"
+                    f" (queue_max_depth {self._max_depth})"
+                )
+
+    def _claim(self, due_by: float, skip: set[int]) -> _Claim | None:
+        """Take the first item due by `due_by` that nobody holds, dropping ones with no news."""
+        now = self._clock()
+        with self._write() as conn:
+            orphans = _orphans(conn, now)
+            while True:
+                row = conn.execute(
+                    f"{_ITEM_SQL} WHERE i.due_at <= ? AND i.id NOT IN (SELECT value FROM"
+                    f" json_each(?)) AND {_FREE} ORDER BY i.due_at, i.id LIMIT 1",
+                    (due_by, json.dumps(sorted(skip)), now, orphans),
+                ).fetchone()
+                if row is None:
+                    return None
+                item = self._item(row)
+                if item.turns:
+                    break
+                logger.debug("memory write queue: nothing new for %s, dropped", item.key)
+                conn.execute("DELETE FROM items WHERE id = ?", (row[0],))
+            conn.execute(
+                "UPDATE items SET claimed_by = ?, claimed_until = ? WHERE id = ?",
+                (self._token, now + _LEASE_S, row[0]),
+            )
+        return _Claim(row[0], row[1], item)
+
+    def _run(self, claim: _Claim) -> bool:
+        """Call `process` on a claimed item and record the outcome; False when it raised."""
+        try:
+            self._process(claim.item)
+        except Exception:
+            logger.warning(
+                "memory write queue: processing %s failed (attempt %d); it stays queued",
+                claim.item.key,
+                claim.item.attempts + 1,
+                exc_info=True,
+            )
+            self._finish(claim, ok=False)
+            return False
+        self._finish(claim, ok=True)
+        return True
+
+    def _finish(self, claim: _Claim, *, ok: bool) -> None:
+        now = self._clock()
+        with self._write() as conn:
+            if not ok:
+                backoff = self._debounce * 2 ** min(claim.item.attempts, 20)
+                delay = max(_MIN_RETRY_S, min(self._max_wait, backoff))
+                conn.execute(
+                    "UPDATE items SET attempts = attempts + 1, due_at = max(due_at, ?),"
+                    " claimed_by = NULL, claimed_until = NULL WHERE id = ? AND claimed_by = ?",
+                    (now + delay, claim.row_id, self._token),
+                )
+                return
+            done = conn.execute(
+                "DELETE FROM items WHERE id = ? AND generation = ?",
+                (claim.row_id, claim.generation),
+            ).rowcount
+            if not done:
+                # A put replaced the turns meanwhile: keep them, the new watermark trims them.
+                # No row at all means it was cancelled (its agent is going): no watermark then.
+                done = conn.execute(
+                    "UPDATE items SET claimed_by = NULL, claimed_until = NULL"
+                    " WHERE id = ? AND claimed_by = ?",
+                    (claim.row_id, self._token),
+                ).rowcount
+            if done and not claim.item.urgent:
+                self._advance(conn, claim.item, now)
+
+    def _advance(self, conn: sqlite3.Connection, item: QueueItem, now: float) -> None:
+        key = item.key
+        conn.execute(
+            "INSERT INTO watermarks (key, user_id, agent_name, mark, used_at)"
+            " VALUES (?, ?, ?, ?, ?) ON CONFLICT (key)"
+            " DO UPDATE SET mark = excluded.mark, used_at = excluded.used_at",
+            (json.dumps(key), key.user_id, key.agent_name, self._identity(item.turns[-1]), now),
+        )
+        if self._max_marks:
+            conn.execute(
+                "DELETE FROM watermarks WHERE key IN"
+                " (SELECT key FROM watermarks ORDER BY used_at DESC LIMIT -1 OFFSET ?)",
+                (self._max_marks,),
+            )
+
+    def _item(self, row: tuple[Any, ...]) -> QueueItem:
+        """A row of `_ITEM_SQL` as an item, its turns trimmed by the watermark unless urgent."""
+        _, _, key_text, urgent, turns, signals, trace_id, attempts, first, last, due, mark = row
+        turns = json.loads(turns)
+        return QueueItem(
+            key=QueueKey(*json.loads(key_text)),
+            turns=turns if urgent else _after(turns, mark, self._identity),
+            signals=json.loads(signals),
+            trace_id=trace_id,
+            urgent=bool(urgent),
+            attempts=attempts,
+            first_enqueued_at=first,
+            last_enqueued_at=last,
+            due_at=due,
+        )
+
+    def _work(self) -> None:
+        try:
+            while not self._stopping:
+                try:
+                    wait = self._next_due() - self._clock()
+                    if wait <= 0:
+                        self.run_due()
+                        continue
+                except Exception:
+                    logger.exception("memory write queue %s: worker error", self.path)
+                    wait = _POLL_S
+                with self._wake:
+                    if not (self._poked or self._stopping):
+                        self._wake.wait(min(wait, _POLL_S))
+                    self._poked = False
+        finally:
+            if self._stopping:
+                self._close_connection()
+
+    def _next_due(self) -> float:
+        """When the first item nobody holds is due (read only: no write lock per wake-up)."""
+        now = self._clock()
+        with self._lock:
+            (due,) = self._conn.execute(
+                f"SELECT min(i.due_at) FROM items AS i WHERE {_FREE}",
+                (now, _orphans(self._conn, now)),
+            ).fetchone()
+        return math.inf if due is None else float(due)
+
+    def _poke(self) -> None:
+        with self._wake:
+            self._poked = True
+            self._wake.notify_all()
+
+    def _close_connection(self) -> None:
+        with self._lock:
+            self._conn.close()
+
+    @contextmanager
+    def _write(self) -> Iterator[sqlite3.Connection]:
+        """One write transaction; IMMEDIATE takes the write lock up front, so no upgrade fails."""
+        with self._lock:
+            self._conn.execute("BEGIN IMMEDIATE")
+            try:
+                yield self._conn
+            except BaseException:
+                self._conn.execute("ROLLBACK")
+                raise
+            self._conn.execute("COMMIT")
+
+
+def _migrate(conn: sqlite3.Connection) -> None:
+    conn.execute("CREATE TABLE IF NOT EXISTS migrations (version INTEGER PRIMARY KEY)")
+    (version,) = conn.execute("SELECT coalesce(max(version), 0) FROM migrations").fetchone()
+    for number, statements in enumerate(MIGRATIONS[version:], start=version + 1):
+        for statement in statements:
+            conn.execute(statement)
+        conn.execute("INSERT INTO migrations (version) VALUES (?)", (number,))
+
+
+def _insert(
+    conn: sqlite3.Connection,
+    key: QueueKey,
+    turns: str,
+    signals: set[str],
+    trace_id: str | None,
+    *,
+    now: float,
+    due: float,
+    urgent: bool,
+) -> None:
+    scope = (json.dumps(key), key.user_id, key.agent_name, urgent)
+    payload = (turns, json.dumps(sorted(signals)), trace_id, now, now, due)
+    conn.execute(
+        "INSERT INTO items (key, user_id, agent_name, urgent, turns, signals, trace_id,"
+        " first_at, last_at, due_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        scope + payload,
+    )
+
+
+def _after(
+    turns: list[dict[str, Any]], mark: str | None, identity: Callable[[dict[str, Any]], str]
+) -> list[dict[str, Any]]:
+    """The turns after the first one whose identity is `mark`; all of them if none is."""
+    if mark is not None:
+        for index, turn in enumerate(turns):
+            if identity(turn) == mark:
+                return turns[index + 1 :]
+    return turns
+
+
+def _orphans(conn: sqlite3.Connection, now: float) -> str:
+    """The ids (a JSON list) of items whose claim is unexpired but whose claimant has died.
+
+    Live leases are few (one per working process), so their owners are checked here, in Python.
+    A claim of this very process is never orphaned: it is in flight in some queue object.
+    """
+    held = conn.execute(
+        "SELECT id, claimed_by FROM items WHERE claimed_by IS NOT NULL AND claimed_until >= ?",
+        (now,),
+    ).fetchall()
+    pids = {row_id: int(owner.split(":", 1)[0]) for row_id, owner in held}
+    return json.dumps([i for i, pid in pids.items() if pid != os.getpid() and not _alive(pid)])
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)  # signal 0 only checks that the process exists
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # it exists, under another user
+    return True

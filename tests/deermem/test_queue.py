@@ -1,0 +1,491 @@
+"""The durable write queue: debounce, watermark, urgent items, back-pressure, crashes, processes."""
+
+from __future__ import annotations
+
+import logging
+import os
+import random
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from deerflow.agents.memory.backends.deermem.deermem.pipeline.queue import (
+    DurableQueue,
+    QueueFullError,
+    QueueItem,
+    QueueKey,
+)
+from deerflow.agents.memory.manager import MemoryCorruptionError, MemoryManagerError
+from tests.deermem.queue_child import conversation, identity
+
+REPO = Path(__file__).resolve().parents[2]
+ENV = {**os.environ, "PYTHONPATH": str(REPO)}
+KEY = QueueKey("t1", "alice")
+OTHER = QueueKey("t2", "alice")
+
+
+class FakeClock:
+    def __init__(self) -> None:
+        self.now = 1_000_000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+    def advance(self, seconds: float) -> None:
+        self.now += seconds
+
+
+class Recorder:
+    """A `process` callback that keeps the items; it can fail or block on request."""
+
+    def __init__(self) -> None:
+        self.items: list[QueueItem] = []
+        self.failures = 0
+        self.gate: threading.Event | None = None
+        self.entered = threading.Event()
+        self.called = threading.Event()
+
+    def __call__(self, item: QueueItem) -> None:
+        self.entered.set()
+        if self.gate is not None:
+            assert self.gate.wait(10)
+        if self.failures:
+            self.failures -= 1
+            raise RuntimeError("the model is down")
+        self.items.append(item)
+        self.called.set()
+
+    def threads(self) -> list[str]:
+        return [item.key.thread_id for item in self.items]
+
+
+MakeQueue = Callable[..., DurableQueue]
+
+
+def settle(queue: DurableQueue, count: int) -> None:
+    """Wait until `count` items are left: `process` returns a moment before the item is deleted."""
+    deadline = time.monotonic() + 10
+    while len(queue.pending()) != count:
+        assert time.monotonic() < deadline, queue.pending()
+        time.sleep(0.005)
+
+
+@pytest.fixture
+def clock() -> FakeClock:
+    return FakeClock()
+
+
+@pytest.fixture
+def recorder() -> Recorder:
+    return Recorder()
+
+
+@pytest.fixture
+def journal(tmp_path: Path) -> Path:
+    return tmp_path / ".queue" / "pending.sqlite3"
+
+
+@pytest.fixture
+def make_queue(journal: Path, recorder: Recorder, clock: FakeClock) -> Iterator[MakeQueue]:
+    """Queues on `journal`, closed after the test; by default a fake clock and no worker."""
+    opened: list[DurableQueue] = []
+
+    def make(**options: Any) -> DurableQueue:
+        settings: dict[str, Any] = {
+            "process": recorder,
+            "identity": identity,
+            "clock": clock,
+            "start": False,
+        }
+        queue = DurableQueue(journal, **(settings | options))
+        opened.append(queue)
+        return queue
+
+    yield make
+    for queue in opened:
+        queue.close()
+
+
+def real_time(**options: Any) -> dict[str, Any]:
+    return {"clock": time.time, "start": True, **options}
+
+
+def test_puts_within_the_window_become_one_item_with_the_latest_turns(
+    make_queue: MakeQueue, recorder: Recorder, clock: FakeClock
+) -> None:
+    queue = make_queue()
+    queue.put(KEY, conversation(2), signals=["preference"], trace_id="run-1")
+    first = clock.now
+    clock.advance(10)
+    queue.put(KEY, conversation(4), signals=["correction"], trace_id="run-2")
+    queue.put(OTHER, conversation(2))
+    assert queue.run_due() == 0
+    clock.advance(30)
+    assert queue.run_due() == 2
+    assert recorder.threads() == ["t1", "t2"]
+    item = recorder.items[0]
+    assert item.turns == conversation(4)
+    assert item.signals == ["correction", "preference"]
+    assert item.trace_id == "run-2"
+    assert (item.first_enqueued_at, item.last_enqueued_at) == (first, first + 10)
+    assert not item.urgent
+    assert queue.pending() == []
+
+
+def test_debounce_is_trailing_but_capped_by_the_maximum_wait(
+    make_queue: MakeQueue, clock: FakeClock
+) -> None:
+    queue = make_queue(debounce_seconds=30, max_wait_seconds=120)
+    start = clock.now
+    queue.put(KEY, conversation(2))
+    assert queue.pending()[0].due_at == start + 30
+    for _ in range(5):
+        clock.advance(20)
+        queue.put(KEY, conversation(2))
+    assert queue.pending()[0].due_at == start + 120
+    clock.now = start + 119.9
+    assert queue.run_due() == 0
+    clock.now = start + 120
+    assert queue.run_due() == 1
+
+
+def test_continuous_chatter_is_processed_within_the_maximum_wait(
+    make_queue: MakeQueue, recorder: Recorder
+) -> None:
+    queue = make_queue(**real_time(debounce_seconds=0.1, max_wait_seconds=0.3))
+    processed_while_chatting = False
+    for n in range(25):  # a put every 50 ms for 1.25 s, never 0.1 s of quiet
+        queue.put(KEY, conversation(2 * n + 2))
+        time.sleep(0.05)
+        processed_while_chatting = processed_while_chatting or bool(recorder.items)
+    assert processed_while_chatting
+
+
+def test_the_watermark_sends_only_turns_after_the_last_extraction(
+    make_queue: MakeQueue, recorder: Recorder
+) -> None:
+    queue = make_queue()
+    queue.put(KEY, conversation(4))
+    assert queue.flush(5)
+    queue.put(KEY, conversation(7))
+    assert queue.pending()[0].turns == conversation(7)[4:]
+    assert queue.flush(5)
+    assert [item.turns for item in recorder.items] == [conversation(4), conversation(7)[4:]]
+
+
+def test_a_compacted_conversation_is_sent_whole(make_queue: MakeQueue, recorder: Recorder) -> None:
+    queue = make_queue()
+    queue.put(KEY, conversation(4))
+    assert queue.flush(5)
+    compacted = [{"id": "summary", "role": "user", "text": "earlier: ..."}, *conversation(7)[5:]]
+    queue.put(KEY, compacted)
+    assert queue.flush(5)
+    assert recorder.items[-1].turns == compacted
+
+
+def test_a_conversation_with_nothing_new_is_not_queued(
+    make_queue: MakeQueue, recorder: Recorder
+) -> None:
+    queue = make_queue()
+    queue.put(KEY, conversation(4))
+    assert queue.flush(5)
+    queue.put(KEY, conversation(4), signals=["goal"])
+    assert queue.pending() == []
+    assert len(recorder.items) == 1
+
+
+def test_put_now_is_processed_at_once_beside_the_pending_item_and_its_watermark(
+    make_queue: MakeQueue, recorder: Recorder
+) -> None:
+    queue = make_queue(**real_time(debounce_seconds=60))
+    queue.put(KEY, conversation(4), signals=["goal"])
+    queue.put_now(KEY, conversation(2), trace_id="summarise")
+    assert recorder.called.wait(10)
+    settle(queue, 1)
+    urgent = recorder.items[0]
+    assert (urgent.urgent, urgent.turns, urgent.trace_id) == (True, conversation(2), "summarise")
+    (normal,) = queue.pending()
+    assert (normal.urgent, normal.turns, normal.signals) == (False, conversation(4), ["goal"])
+    # An urgent item is neither replaced by nor replaces the normal one, and moves no watermark.
+    queue.close()
+    queue = make_queue()
+    queue.put_now(KEY, conversation(1))
+    queue.put(KEY, conversation(6))
+    assert sorted(item.urgent for item in queue.pending()) == [False, True]
+    assert queue.flush(5)
+    assert [(item.urgent, len(item.turns)) for item in recorder.items[1:]] == [
+        (True, 1),
+        (False, 6),
+    ]
+
+
+def test_back_pressure_refuses_new_keys_only(make_queue: MakeQueue) -> None:
+    queue = make_queue(max_depth=2)
+    queue.put(KEY, conversation(2))
+    queue.put(OTHER, conversation(2))
+    with pytest.raises(QueueFullError, match="queue_max_depth 2") as refused:
+        queue.put(QueueKey("t3", "alice"), conversation(2))
+    assert isinstance(refused.value, MemoryManagerError)
+    queue.put(KEY, conversation(4))  # replacing is always allowed
+    queue.put(QueueKey("t3", "alice"), conversation(2), signals=["correction"])
+    queue.put_now(QueueKey("t4", "alice"), conversation(2))
+    assert sorted(item.key.thread_id for item in queue.pending()) == ["t1", "t2", "t3", "t4"]
+
+
+def test_cancel_pending_drops_one_agent_or_all_agents_of_a_user(
+    make_queue: MakeQueue, recorder: Recorder
+) -> None:
+    queue = make_queue()
+    coder = QueueKey("t1", "alice", "coder")
+    queue.put(coder, conversation(2))
+    assert queue.flush(5)  # gives coder's thread a watermark
+    keys = [
+        QueueKey("t1", "alice"),
+        coder,
+        QueueKey("t2", "alice", "coder"),
+        QueueKey("t1", "alice", "writer"),
+        QueueKey("t1", "bob", "coder"),
+    ]
+    for key in keys:
+        queue.put(key, conversation(4))
+    queue.put_now(coder, conversation(1))
+    assert queue.cancel_pending(user_id="alice", agent_name="coder") == 3
+    assert queue.cancel_pending(user_id="alice") == 1  # the default bucket
+    assert [item.key for item in queue.pending()] == [keys[3], keys[4]]
+    assert queue.cancel_pending(user_id="alice", all_agents=True) == 1
+    assert [item.key for item in queue.pending()] == [keys[4]]
+    queue.put(coder, conversation(4))  # its watermark went with the agent
+    assert queue.pending()[0].turns == conversation(4)
+
+
+def test_a_failing_extraction_is_retried_later_and_never_lost(
+    make_queue: MakeQueue, recorder: Recorder, clock: FakeClock, caplog: pytest.LogCaptureFixture
+) -> None:
+    queue = make_queue(debounce_seconds=30, max_wait_seconds=120)
+    recorder.failures = 4
+    queue.put(KEY, conversation(2))
+    delays = []
+    for attempts in range(1, 5):
+        clock.advance(1000)
+        with caplog.at_level(logging.WARNING):
+            assert queue.run_due() == 1
+        (item,) = queue.pending()
+        assert item.attempts == attempts
+        delays.append(item.due_at - clock.now)
+    assert delays == [30, 60, 120, 120]  # doubling from the debounce, capped by the max wait
+    assert "failed (attempt 4)" in caplog.text
+    clock.advance(119)
+    assert queue.run_due() == 0
+    queue.put(KEY, conversation(4))  # a newer conversation replaces it as usual
+    clock.advance(30)
+    assert queue.run_due() == 1
+    assert [item.turns for item in recorder.items] == [conversation(4)]
+    assert queue.pending() == []
+
+
+def test_a_failing_extraction_is_retried_by_the_worker(
+    make_queue: MakeQueue, recorder: Recorder
+) -> None:
+    queue = make_queue(**real_time(debounce_seconds=0.05, max_wait_seconds=0.3))
+    recorder.failures = 1
+    queue.put(KEY, conversation(2))
+    assert recorder.called.wait(10)  # after the 1 s floor between retries
+    assert recorder.items[0].attempts == 1
+
+
+def test_flush_processes_everything_within_its_timeout(
+    make_queue: MakeQueue, recorder: Recorder
+) -> None:
+    queue = make_queue(**real_time(debounce_seconds=60))
+    for n in range(5):
+        queue.put(QueueKey(f"t{n}", "alice"), conversation(2))
+    assert queue.flush(10)
+    assert sorted(recorder.threads()) == [f"t{n}" for n in range(5)]
+    recorder.failures = 1
+    queue.put(KEY, conversation(4))
+    assert not queue.flush(10)  # it failed once in this flush; no hot retry loop
+    assert queue.flush(10)
+
+
+def test_flush_waits_for_the_workers_item_and_gives_up_at_its_timeout(
+    make_queue: MakeQueue, recorder: Recorder
+) -> None:
+    queue = make_queue(**real_time(debounce_seconds=60))
+    recorder.gate = threading.Event()
+    queue.put_now(KEY, conversation(2))
+    queue.put(OTHER, conversation(2))
+    assert recorder.entered.wait(10)  # the worker is inside `process`
+    assert not queue.flush(0.2)
+    threading.Timer(0.2, recorder.gate.set).start()
+    assert queue.flush(10)
+    assert sorted(recorder.threads()) == ["t1", "t2"]
+
+
+def test_a_put_while_its_key_is_processed_keeps_the_newer_turns(
+    make_queue: MakeQueue, recorder: Recorder
+) -> None:
+    queue = make_queue(**real_time(debounce_seconds=0.0))
+    recorder.gate = threading.Event()
+    queue.put(KEY, conversation(4))
+    assert recorder.entered.wait(10)
+    queue.put(KEY, conversation(6), signals=["goal"])
+    recorder.gate.set()
+    assert recorder.called.wait(10)
+    assert queue.flush(10)
+    assert [item.turns for item in recorder.items] == [conversation(4), conversation(6)[4:]]
+
+
+def test_a_replacement_with_nothing_new_is_dropped_without_processing(
+    make_queue: MakeQueue, recorder: Recorder
+) -> None:
+    queue = make_queue(**real_time(debounce_seconds=0.0))
+    recorder.gate = threading.Event()
+    queue.put(KEY, conversation(4))
+    assert recorder.entered.wait(10)
+    queue.put(KEY, conversation(4), signals=["goal"])  # the same turns, while they are processed
+    recorder.gate.set()
+    assert queue.flush(10)
+    assert len(recorder.items) == 1
+
+
+def test_watermarks_are_kept_for_the_most_recent_keys_only(
+    make_queue: MakeQueue, recorder: Recorder, clock: FakeClock
+) -> None:
+    queue = make_queue(watermark_max_keys=2)
+    keys = [QueueKey(f"t{n}", "alice") for n in range(3)]
+    for key in keys:
+        queue.put(key, conversation(2))
+        assert queue.flush(5)
+        clock.advance(1)
+    for key in keys:
+        queue.put(key, conversation(2))
+    # t0's watermark was forgotten, so its conversation is sent again; t1 and t2 had no news.
+    assert [(item.key, item.turns) for item in queue.pending()] == [(keys[0], conversation(2))]
+
+
+def test_items_survive_close_and_overdue_ones_run_at_the_next_start(
+    make_queue: MakeQueue, recorder: Recorder
+) -> None:
+    queue = make_queue(clock=time.time, debounce_seconds=0.1)
+    queue.put(KEY, conversation(2), signals=["identity"])
+    queue.close()
+    time.sleep(0.2)
+    queue = make_queue(**real_time(debounce_seconds=60))
+    assert recorder.called.wait(10)
+    assert recorder.items[0].signals == ["identity"]
+
+
+def test_concurrent_puts_from_many_threads_are_all_kept(make_queue: MakeQueue) -> None:
+    queue = make_queue()
+
+    def writer(t: int) -> None:
+        for n in range(50):
+            queue.put(QueueKey(f"w{t}-{n % 25}", "alice"), conversation(n + 1))
+
+    threads = [threading.Thread(target=writer, args=(t,)) for t in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    pending = queue.pending()
+    assert len(pending) == 8 * 25
+    # Each key's second put, the longer conversation, replaced its first.
+    assert sorted(len(item.turns) for item in pending) == sorted(list(range(26, 51)) * 8)
+
+
+def test_a_corrupt_journal_is_reported_not_reset(tmp_path: Path) -> None:
+    path = tmp_path / "pending.sqlite3"
+    path.write_bytes(b"not a database" * 100)
+    with pytest.raises(MemoryCorruptionError, match="unreadable"):
+        DurableQueue(path, process=Recorder(), identity=identity, start=False)
+    assert path.read_bytes() == b"not a database" * 100
+
+
+def child(*args: str) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [sys.executable, "-m", "tests.deermem.queue_child", *args],
+        stdout=subprocess.PIPE,
+        text=True,
+        cwd=REPO,
+        env=ENV,
+    )
+
+
+def recorded(record: Path) -> list[str]:
+    """The thread ids in a child's record file, in order."""
+    if not record.exists():
+        return []
+    return [line.split()[1] for line in record.read_text().splitlines()]
+
+
+def test_sigkill_after_put_loses_no_acknowledged_conversation(
+    journal: Path, make_queue: MakeQueue, recorder: Recorder
+) -> None:
+    rng = random.Random(99)
+    acknowledged: set[str] = set()
+    possible: set[str] = set()
+    for round_ in range(4):
+        writer = child("put-loop", str(journal), f"r{round_}-")
+        assert writer.stdout is not None
+        writer.stdout.readline()  # it is putting
+        time.sleep(rng.uniform(0.0, 0.1))
+        writer.send_signal(signal.SIGKILL)
+        writer.wait()
+        # A number was printed after its put returned; the put in flight may have committed.
+        printed = [f"r{round_}-{line}" for line in ["0", *writer.stdout.read().split()]]
+        acknowledged.update(printed)
+        possible.update(printed, [f"r{round_}-{len(printed)}"])
+    assert len(acknowledged) > 100
+    queue = make_queue()
+    assert {item.key.thread_id for item in queue.pending()} >= acknowledged
+    assert queue.flush(60)
+    processed = recorder.threads()
+    assert len(processed) == len(set(processed))  # nothing extracted twice
+    assert acknowledged <= set(processed) <= possible
+    assert make_queue().flush(5)
+    assert len(recorder.items) == len(processed)
+
+
+def test_sigkill_during_processing_processes_the_item_again_once(
+    tmp_path: Path, journal: Path, make_queue: MakeQueue, recorder: Recorder
+) -> None:
+    record = tmp_path / "record.txt"
+    staller = child("stall", str(journal), str(record))
+    assert staller.stdout is not None
+    assert staller.stdout.readline() == "processing\n"
+    staller.send_signal(signal.SIGKILL)
+    staller.wait()
+    assert recorded(record) == ["stalled"]
+    # Claimed by a dead process: taken over at once, not after the ten-minute lease.
+    make_queue(**real_time())
+    assert recorder.called.wait(10)
+    assert recorder.threads() == ["stalled"]
+    assert make_queue().flush(10)
+
+
+def test_two_processes_on_one_journal_process_each_item_once(
+    tmp_path: Path, journal: Path, make_queue: MakeQueue
+) -> None:
+    queue = make_queue(clock=time.time, debounce_seconds=0.0)
+    threads = [f"t{n}" for n in range(60)]
+    for thread in threads:
+        queue.put(QueueKey(thread, "alice"), conversation(2))
+    queue.close()
+    record, go = tmp_path / "record.txt", tmp_path / "go"
+    workers = [child("drain", str(journal), str(record), str(go)) for _ in range(2)]
+    for worker in workers:
+        assert worker.stdout is not None
+        assert worker.stdout.readline() == "ready\n"
+    go.touch()
+    for worker in workers:
+        assert worker.wait(60) == 0
+    assert sorted(recorded(record)) == sorted(threads)
+    pids = {line.split()[0] for line in record.read_text().splitlines()}
+    assert len(pids) == 2  # both took part
