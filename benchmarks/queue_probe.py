@@ -2,7 +2,7 @@
 
     uv run python -m benchmarks.queue_probe [--puts 2000] [--dir DIR] [--json out.json]
 
-Prints one table (times in ms, p50 / p95 / p99). Every put commits to a real SQLite journal in
+Prints one table (times in ms, p50 / p95 / p99 / max). Every put commits to a real SQLite journal in
 `--dir` (default: a temporary directory; put it on the disk you deploy on, since the fsync rows
 depend on the device). No worker runs: the probe times the put itself.
 
@@ -10,6 +10,7 @@ depend on the device). No worker runs: the probe times the put itself.
 * replace: puts of one thread whose conversation grows by 2 turns a put (after 2000 puts it is
   4000 turns long, but a watermark after every 20 turns keeps what is stored short);
 * put_now: an urgent item of 10 turns;
+* new key, idle worker: as "new key", with the worker running (each put wakes it; 30 s debounce);
 * 8 threads: 8 threads putting new keys at once, per-put latency and total puts per second;
 * each with `synchronous=NORMAL` (survives a process kill, the default) and with `fsync=True`
   (`synchronous=FULL`, survives power loss too).
@@ -43,11 +44,11 @@ def identity(turn: dict[str, Any]) -> str:
     return str(turn["id"])
 
 
-def open_queue(path: Path, fsync: bool) -> DurableQueue:
+def open_queue(path: Path, fsync: bool, *, worker: bool = False) -> DurableQueue:
     def process(item: QueueItem) -> None:
         return None
 
-    return DurableQueue(path, process=process, identity=identity, fsync=fsync, start=False)
+    return DurableQueue(path, process=process, identity=identity, fsync=fsync, start=worker)
 
 
 def new_keys(queue: DurableQueue, puts: int) -> list[float]:
@@ -57,14 +58,14 @@ def new_keys(queue: DurableQueue, puts: int) -> list[float]:
 
 def replacing(queue: DurableQueue, puts: int) -> list[float]:
     key = QueueKey("long", "bench")
+    conversation: list[dict[str, Any]] = []
 
-    def extract_every_20_turns(i: int) -> None:
+    def grow(i: int) -> None:
+        conversation.extend(turns(2 * i, 2))
         if i % 10 == 0:
-            queue.flush(10)  # advances the watermark, as the worker would
+            queue.flush(10)  # every 20 turns an extraction advances the watermark
 
-    return time_calls(
-        puts, lambda i: queue.put(key, turns(0, 2 * i + 2)), before=extract_every_20_turns
-    )
+    return time_calls(puts, lambda i: queue.put(key, conversation), before=grow)
 
 
 def urgent(queue: DurableQueue, puts: int) -> list[float]:
@@ -94,7 +95,8 @@ def threaded(queue: DurableQueue, puts: int, threads: int = 8) -> tuple[list[flo
 
 
 def show(stats: dict[str, Any]) -> str:
-    return f"{stats['p50']:.3f} / {stats['p95']:.3f} / {stats['p99']:.3f}  (n={stats['n']})"
+    cuts = " / ".join(f"{stats[q]:.3f}" for q in ("p50", "p95", "p99", "max"))
+    return f"{cuts}  (n={stats['n']})"
 
 
 def main() -> None:
@@ -115,6 +117,10 @@ def main() -> None:
                 "replace": replacing(open_queue(Path(tmp) / f"rep-{mode}.sqlite3", fsync), puts),
                 "put_now": urgent(open_queue(Path(tmp) / f"now-{mode}.sqlite3", fsync), puts),
             }
+            if not fsync:
+                with_worker = open_queue(Path(tmp) / "worker.sqlite3", fsync, worker=True)
+                series["new_key_idle_worker"] = new_keys(with_worker, puts)
+                with_worker.close()
             samples, rate = threaded(open_queue(Path(tmp) / f"thr-{mode}.sqlite3", fsync), puts)
             series["8_threads"] = samples
             for name, times in series.items():
@@ -126,7 +132,7 @@ def main() -> None:
             rows.append((f"8 threads, synchronous={mode}: throughput", f"{rate:,.0f} puts/s"))
 
     width = max(len(label) for label, _ in rows)
-    print(f"{'put latency, ms':<{width}}  p50 / p95 / p99")
+    print(f"{'put latency, ms':<{width}}  p50 / p95 / p99 / max")
     for label, value in rows:
         print(f"{label:<{width}}  {value}")
     if args.json:

@@ -85,7 +85,7 @@ def drain(journal: Path, record: Path, go: Path) -> None:
 
     def process(item: QueueItem) -> None:
         record_item(item)
-        time.sleep(0.005)  # an LLM call takes a while: let the other process contend
+        time.sleep(0.01)  # an LLM call takes a while: let the other process contend
 
     queue = DurableQueue(journal, process=process, identity=identity, debounce_seconds=0.0)
     deadline = time.monotonic() + 60

@@ -400,6 +400,30 @@ def test_concurrent_puts_from_many_threads_are_all_kept(make_queue: MakeQueue) -
     assert sorted(len(item.turns) for item in pending) == sorted(list(range(26, 51)) * 8)
 
 
+def test_puts_racing_the_worker_extract_every_turn_exactly_once(
+    make_queue: MakeQueue, recorder: Recorder
+) -> None:
+    queue = make_queue(**real_time(debounce_seconds=0.0))
+
+    def writer(t: int) -> None:
+        for n in range(1, 41):  # each put adds turns while earlier ones are being extracted
+            queue.put(QueueKey(f"w{t}", "alice"), conversation(n * 3))
+            time.sleep(0.001)
+
+    threads = [threading.Thread(target=writer, args=(t,)) for t in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert queue.flush(30)
+    assert len(recorder.items) > 4  # extractions ran while the threads were still putting
+    for t in range(4):
+        sent = [
+            turn for item in recorder.items if item.key.thread_id == f"w{t}" for turn in item.turns
+        ]
+        assert sent == conversation(120)
+
+
 def test_a_corrupt_journal_is_reported_not_reset(tmp_path: Path) -> None:
     path = tmp_path / "pending.sqlite3"
     path.write_bytes(b"not a database" * 100)

@@ -36,6 +36,11 @@ class DeerMemConfig(BaseModel):
     consolidation_min_facts: int = Field(default=8, ge=3, le=30)
     consolidation_max_groups_per_cycle: int = Field(default=3, ge=1, le=10)
     consolidation_max_sources: int = Field(default=8, ge=2, le=20)
+    debounce_seconds: float = Field(default=30.0, ge=0, le=3600)
+    debounce_max_wait_seconds: float = Field(default=120.0, ge=0, le=86400)
+    queue_max_depth: int = Field(default=1000, ge=0)
+    patterns_dir: str | None = None
+    model: dict[str, Any] | None = None
     retrieval_relevance_enabled: bool = False
     retrieval_relevance_weight: float = Field(default=0.5, ge=0, le=1)
     retrieval_diversity_weight: float = Field(default=0.0, ge=0, le=1)

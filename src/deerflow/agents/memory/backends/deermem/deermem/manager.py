@@ -60,6 +60,7 @@ from deerflow.agents.memory.backends.deermem.deermem.history import (
 )
 from deerflow.agents.memory.backends.deermem.deermem.imports import imported_changes
 from deerflow.agents.memory.backends.deermem.deermem.migrate import find_legacy, migrate
+from deerflow.agents.memory.backends.deermem.deermem.pipeline.writer import MemoryWriter
 from deerflow.agents.memory.backends.deermem.deermem.views import RecordViews
 from deerflow.agents.memory.manager import (
     FactNotFoundError,
@@ -93,6 +94,7 @@ class DeerMemMemoryManager(MemoryManager):
     _index: RetrievalIndex = PrivateAttr()
     _tokens: TokenCounter = PrivateAttr()
     _views: RecordViews = PrivateAttr(default_factory=RecordViews)
+    _writer: MemoryWriter = PrivateAttr()
     # (user, bucket) → (revision, text): the last injection text, reused while nothing changed.
     _context_cache: dict[tuple[str, str], tuple[int, str]] = PrivateAttr(default_factory=dict)
     _cache_lock: threading.Lock = PrivateAttr(default_factory=threading.Lock)
@@ -101,15 +103,30 @@ class DeerMemMemoryManager(MemoryManager):
     def from_config(
         cls, backend_config: dict[str, Any], *, mode: MemoryMode = "middleware", **host_hooks: Any
     ) -> Self:
-        return cls(backend_config=backend_config, mode=mode, callbacks=host_hooks.get("callbacks"))
+        return cls(
+            backend_config=backend_config,
+            mode=mode,
+            callbacks=host_hooks.get("callbacks"),
+            host_hooks=host_hooks,
+        )
 
     def __init__(self, /, **data: Any) -> None:
         # Set up after pydantic's validation, so a bad setting surfaces as a plain ValueError.
+        # `host_hooks` is not a field: hooks are the host's callables, not configuration.
+        hooks = data.pop("host_hooks", {})
         super().__init__(**data)
         self._config = parse_config(self.backend_config)
         self._storage = load_storage(self._config)
         self._index = _open_index(Path(self._config.storage_path) / ".retrieval" / "index.sqlite3")
         self._tokens = TokenCounter()
+        self._writer = MemoryWriter(
+            self._config,
+            self._storage,
+            commit=self._commit,
+            document=self._views.document,
+            callbacks=self.callbacks,
+            hooks=hooks,
+        )
 
     @property
     def storage(self) -> MemoryStorage:
@@ -127,9 +144,37 @@ class DeerMemMemoryManager(MemoryManager):
         user_id: str | None = None,
         trace_id: str | None = None,
     ) -> None:
-        # Extraction needs the durable queue and the LLM pipeline; until they exist, refuse
-        # loudly rather than accept a conversation and drop it.
-        raise MemoryUnsupportedError(type(self).__name__, "add")
+        """Filter the conversation and queue it durably; extraction runs after the debounce."""
+        bucket_name(agent_name)  # refuse a bad agent name now, not in the worker
+        self._writer.add(
+            thread_id,
+            messages,
+            user_id=user_id,
+            agent_name=agent_name,
+            trace_id=trace_id,
+            urgent=False,
+        )
+
+    def add_nowait(
+        self,
+        thread_id: str,
+        messages: list[Any],
+        *,
+        agent_name: str | None = None,
+        user_id: str | None = None,
+    ) -> None:
+        """Queue for extraction at once (before summarisation drops these messages)."""
+        bucket_name(agent_name)
+        self._writer.add(
+            thread_id, messages, user_id=user_id, agent_name=agent_name, trace_id=None, urgent=True
+        )
+
+    def shutdown_flush(self, timeout: float) -> bool:
+        """Extract everything queued within `timeout` seconds; False if something is left."""
+        return self._writer.flush(timeout)
+
+    def cancel_pending(self, *, user_id: str | None, agent_name: str | None = None) -> int:
+        return self._writer.cancel_pending(user_id=user_id, agent_name=agent_name)
 
     # -- reads ---------------------------------------------------------------------------------
 
@@ -496,10 +541,12 @@ class DeerMemMemoryManager(MemoryManager):
     # -- lifecycle -------------------------------------------------------------------------------
 
     def warm(self) -> bool:
-        """Load the tokenizer so that the first `get_context` does not pay for it."""
+        """Load the tokenizer and start the write queue (conversations left by a crash run)."""
+        self._writer.queue  # noqa: B018 - opening the queue starts its worker
         return self._tokens.load()
 
     def close(self) -> None:
+        self._writer.close()
         self._index.close()
 
     # -- internals -------------------------------------------------------------------------------

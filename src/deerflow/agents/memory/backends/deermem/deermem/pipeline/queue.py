@@ -5,9 +5,10 @@
 extraction) for each item once it is due, one item at a time, in due order.
 
 Items. A key (thread, user, agent) has at most one pending normal item: a newer put replaces it
-(latest conversation wins, signals are unioned, the first put's time is kept). `put_now` items
-(the emergency flush before summarisation drops messages) are due at once, carry their turns
-whole, and neither replace nor are replaced by a normal item.
+(latest conversation wins, signals are unioned, the first put's time is kept), even while that
+item is being processed: the newer turns then stay, trimmed by the watermark the processing
+sets. `put_now` items (the emergency flush before summarisation drops messages) are due at
+once, carry their turns whole, and neither replace nor are replaced by a normal item.
 
 Schedule. A normal item is due `debounce_seconds` after its last put, but no later than
 `max_wait_seconds` after its first, so constant chatter cannot starve it. Due times are stored,
@@ -31,15 +32,17 @@ too, at the price of one fsync per put (`benchmarks/queue_probe.py` measures bot
 Delivery is at least once. An item is deleted, and its watermark advanced, in one transaction
 after `process` returns; a crash during `process`, or before that commit, processes it again at
 the next start, so the caller's apply step must be idempotent. If `process` raises, the item is
-kept with `attempts + 1` and is due again after `debounce * 2**attempts` seconds (at least 1 s,
-at most `max_wait_seconds`): a failing extraction is retried, never dropped.
+kept with `attempts + 1` and is due again `debounce * 2**attempts` seconds later (`attempts`
+before this failure; capped at `max_wait_seconds` but never under 1 s, since each retry is an
+LLM call): a failing extraction is retried, never dropped.
 
 Processes. Several processes on one host (WAL needs shared memory, so the file cannot live on a
 network file system anyway) may share the journal, e.g. a CLI and a server. A worker claims an
 item in a write transaction: `claimed_by` (pid and a random token) plus a ten-minute lease. No
 one else takes the item until the claim is released, the lease expires or the claimant's pid has
-gone; a `process` call outliving its lease may therefore run twice. Within a process, the worker
-and `flush` take turns on one lock, so `process` is never called concurrently.
+gone (a reused pid holds it until the lease runs out); a `process` call outliving its lease may
+run twice. Within a process, the worker and `flush` take turns on one lock, so `process` is
+never called concurrently.
 """
 
 from __future__ import annotations
@@ -68,7 +71,7 @@ _BUSY_TIMEOUT_S: Final = 30.0
 _LEASE_S: Final = 600.0
 # How often an idle worker looks for items it was not told about (other processes' puts).
 _POLL_S: Final = 1.0
-# Retries never come faster than this, even with `debounce_seconds=0`: each one is an LLM call.
+# Retries never come faster than this, even with `debounce_seconds=0`.
 _MIN_RETRY_S: Final = 1.0
 _JOIN_S: Final = 5.0
 _CORRUPTION_CODES: Final = frozenset({sqlite3.SQLITE_CORRUPT, sqlite3.SQLITE_NOTADB})

@@ -1,0 +1,236 @@
+"""The write pipeline as one object: filter → durable queue → extraction → apply (SPEC §5.6).
+
+`add()` only filters and enqueues (durably, before returning); a worker thread of the queue
+runs the extraction of each due conversation and commits its result as one change.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, Final
+
+from deerflow.agents.memory.backends.deermem.deermem.config import DeerMemConfig
+from deerflow.agents.memory.backends.deermem.deermem.core.changes import (
+    ChangeSet,
+    CommitResult,
+    MemorySnapshot,
+)
+from deerflow.agents.memory.backends.deermem.deermem.core.paths import DEFAULT_USER
+from deerflow.agents.memory.backends.deermem.deermem.core.storage import MemoryStorage
+from deerflow.agents.memory.backends.deermem.deermem.pipeline.apply import (
+    apply_extraction,
+    stale_candidates,
+)
+from deerflow.agents.memory.backends.deermem.deermem.pipeline.extraction import (
+    ExtractionError,
+    build_model,
+    extract,
+)
+from deerflow.agents.memory.backends.deermem.deermem.pipeline.filtering import (
+    Turn,
+    prepare_conversation,
+)
+from deerflow.agents.memory.backends.deermem.deermem.pipeline.queue import (
+    DurableQueue,
+    QueueItem,
+    QueueKey,
+)
+from deerflow.agents.memory.backends.deermem.deermem.pipeline.signals import SignalPatterns
+from deerflow.agents.memory.manager import MemoryCallbacks, MemoryConflictError, utc_now
+
+__all__ = ["HostHooks", "MemoryWriter"]
+
+logger = logging.getLogger(__name__)
+
+MAX_APPLY_ATTEMPTS: Final = 5
+HostHooks = Mapping[str, Any]
+
+
+class MemoryWriter:
+    """Everything between `add()` and a committed change."""
+
+    def __init__(
+        self,
+        config: DeerMemConfig,
+        storage: MemoryStorage,
+        *,
+        commit: Callable[[str, ChangeSet], CommitResult],
+        document: Callable[[MemorySnapshot], dict[str, Any]],
+        callbacks: MemoryCallbacks | None,
+        hooks: HostHooks,
+    ) -> None:
+        self._config = config
+        self._storage = storage
+        self._commit = commit
+        self._document = document
+        self._callbacks = callbacks
+        self._keep_hidden = hooks.get("should_keep_hidden_message")
+        self._trace = hooks.get("trace_context_manager")
+        self._on_extraction = hooks.get("extraction_callback")
+        self._host_llm = hooks.get("host_llm_factory")
+        self._patterns = SignalPatterns.load(
+            Path(config.patterns_dir) if config.patterns_dir else None
+        )
+        self._model: Any = None
+        self._model_lock = threading.Lock()
+        self._queue: DurableQueue | None = None
+        self._queue_lock = threading.Lock()
+
+    # -- the host's side -----------------------------------------------------------------------
+
+    def add(
+        self,
+        thread_id: str,
+        messages: Sequence[Any],
+        *,
+        user_id: str | None,
+        agent_name: str | None,
+        trace_id: str | None,
+        urgent: bool,
+    ) -> None:
+        prepared = prepare_conversation(
+            messages, keep_hidden=self._keep_hidden, patterns=self._patterns
+        )
+        if prepared is None:
+            return
+        key = QueueKey(thread_id, DEFAULT_USER if user_id is None else user_id, agent_name)
+        turns = [turn.to_dict() for turn in prepared.turns]
+        put = self.queue.put_now if urgent else self.queue.put
+        put(key, turns, signals=prepared.signals, trace_id=trace_id)
+
+    @property
+    def queue(self) -> DurableQueue:
+        """The durable queue, opened (and its leftovers scheduled) on first use."""
+        with self._queue_lock:
+            if self._queue is None:
+                self._queue = DurableQueue(
+                    Path(self._config.storage_path) / ".queue" / "pending.sqlite3",
+                    process=self._process,
+                    identity=lambda turn: Turn.from_dict(turn).identity(),
+                    debounce_seconds=self._config.debounce_seconds,
+                    max_wait_seconds=self._config.debounce_max_wait_seconds,
+                    max_depth=self._config.queue_max_depth,
+                )
+            return self._queue
+
+    def flush(self, timeout: float) -> bool:
+        return self.queue.flush(timeout)
+
+    def cancel_pending(self, *, user_id: str | None, agent_name: str | None) -> int:
+        user = DEFAULT_USER if user_id is None else user_id
+        return self.queue.cancel_pending(
+            user_id=user, agent_name=agent_name, all_agents=agent_name is None
+        )
+
+    def close(self) -> None:
+        with self._queue_lock:
+            if self._queue is not None:
+                self._queue.close()
+
+    # -- the worker's side ---------------------------------------------------------------------
+
+    def _process(self, item: QueueItem) -> None:
+        """Extract one conversation and commit the result; raising keeps it for a retry."""
+        thread_id, user_id, agent_name = item.key
+        trace = self._trace(item.trace_id) if self._trace else contextlib.nullcontext()
+        started = time.perf_counter()
+        payload: dict[str, Any] = {
+            "thread_id": thread_id,
+            "user_id": user_id,
+            "agent_name": agent_name,
+            "trace_id": item.trace_id,
+            "success": False,
+        }
+        try:
+            with trace:
+                payload.update(self._extract_and_apply(item))
+            payload["success"] = True
+        except ExtractionError as exc:
+            payload.update(exc.metrics, error=str(exc))
+            logger.warning("memory extraction failed for thread %s: %s", thread_id, exc)
+            raise
+        finally:
+            payload["duration_ms"] = round((time.perf_counter() - started) * 1000, 1)
+            if self._on_extraction is not None:
+                try:
+                    self._on_extraction(payload)
+                except Exception:
+                    logger.exception("extraction_callback failed; continuing")
+
+    def _extract_and_apply(self, item: QueueItem) -> dict[str, Any]:
+        thread_id, user_id, agent_name = item.key
+        turns = [Turn.from_dict(turn) for turn in item.turns]
+        signals = set(item.signals) | self._patterns.detect(
+            turn.text for turn in turns if turn.role == "user"
+        )
+        snapshot = self._storage.load(user_id, agent_name)
+        now = datetime.now(UTC)
+        extraction, metrics = extract(
+            self._chat_model(),
+            self._document(snapshot),
+            [{"role": turn.role, "text": turn.text} for turn in turns],
+            signals=signals,
+            stale_candidates=stale_candidates(snapshot, self._config, now),
+            consolidation_candidates=self._consolidation_candidates(snapshot),
+            callbacks=self._callbacks,
+            thread_id=thread_id,
+            user_id=user_id,
+            trace_id=item.trace_id,
+        )
+        for attempt in range(MAX_APPLY_ATTEMPTS):
+            # A conflict means another writer committed first: apply the same proposals anew.
+            snapshot = snapshot if attempt == 0 else self._storage.load(user_id, agent_name)
+            outcome = apply_extraction(
+                snapshot,
+                extraction,
+                self._config,
+                now=now,
+                stamp=utc_now(),
+                thread_id=thread_id,
+                signals=signals,
+            )
+            try:
+                self._commit(user_id, outcome.changes)
+                break
+            except MemoryConflictError:
+                if attempt == MAX_APPLY_ATTEMPTS - 1:
+                    raise
+        rejected = sum(extraction.rejected.values())
+        return {
+            **metrics,
+            **outcome.metrics,
+            "rejected_by_scope_gate": rejected,
+            "scope_gate_rejections": dict(extraction.rejected),
+        }
+
+    def _chat_model(self) -> Any:
+        with self._model_lock:
+            if self._model is None:
+                self._model = build_model(self._config.model, self._host_llm)
+            if self._model is None:
+                raise ExtractionError(
+                    "no chat model: set memory.backend_config.model or configure `models:`; "
+                    "the conversation stays queued"
+                )
+            return self._model
+
+    def _consolidation_candidates(self, snapshot: MemorySnapshot) -> list[Mapping[str, Any]]:
+        if not self._config.consolidation_enabled:
+            return []
+        protected = set(self._config.staleness_protected_categories)
+        by_category: dict[str, list[Mapping[str, Any]]] = {}
+        for fact in snapshot.facts.values():
+            if fact["category"] not in protected:
+                by_category.setdefault(fact["category"], []).append(fact)
+        return [
+            fact
+            for facts in by_category.values()
+            if len(facts) >= self._config.consolidation_min_facts
+            for fact in facts
+        ]
