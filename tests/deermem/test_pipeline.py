@@ -85,7 +85,8 @@ def test_a_conversation_queued_by_a_killed_process_is_extracted_once(tmp_path: P
         "from langchain_core.messages import AIMessage, HumanMessage\n"
         "from deerflow.agents.memory.backends.deermem import DeerMemMemoryManager\n"
         f"m = DeerMemMemoryManager.from_config({settings!r})\n"
-        "m.add('t1', [HumanMessage('I use fish', id='h1'), AIMessage('ok', id='a1')], user_id='u')\n"
+        "turns = [HumanMessage('I use fish', id='h1'), AIMessage('ok', id='a1')]\n"
+        "m.add('t1', turns, user_id='u')\n"
         "print('queued', flush=True)\n"
         "time.sleep(60)\n"
     )
