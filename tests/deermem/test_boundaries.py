@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import ast
+import subprocess
+import sys
 from pathlib import Path
 
 import deerflow.agents.memory.backends.deermem.deermem as inner
@@ -42,3 +44,18 @@ def test_the_harness_never_imports_a_backend() -> None:
         if module.startswith("deerflow.agents.memory.backends")
     }
     assert not offenders
+
+
+def test_reading_memory_does_not_load_langchain() -> None:
+    """LangChain's model and message modules cost ~0.5 s to import; only extraction needs them."""
+    code = (
+        "import sys, tempfile\n"
+        "from deerflow.agents.memory.backends.deermem import DeerMemMemoryManager\n"
+        "m = DeerMemMemoryManager.from_config({'storage_path': tempfile.mkdtemp()})\n"
+        "m.create_fact('likes tea', user_id='u')\n"
+        "m.get_context('u')\n"
+        "m.search('tea', user_id='u')\n"
+        "print(sorted(n for n in sys.modules if n.startswith('langchain_core.')))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"

@@ -24,7 +24,7 @@ from deerflow.agents.memory.backends.deermem.deermem.governance import (
     normalized,
     parse_time,
 )
-from deerflow.agents.memory.backends.deermem.deermem.pipeline.extraction import (
+from deerflow.agents.memory.backends.deermem.deermem.pipeline.proposals import (
     Extraction,
     NewFact,
 )

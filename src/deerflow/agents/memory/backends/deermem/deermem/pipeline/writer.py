@@ -27,15 +27,11 @@ from deerflow.agents.memory.backends.deermem.deermem.pipeline.apply import (
     apply_extraction,
     stale_candidates,
 )
-from deerflow.agents.memory.backends.deermem.deermem.pipeline.extraction import (
-    ExtractionError,
-    build_model,
-    extract,
-)
 from deerflow.agents.memory.backends.deermem.deermem.pipeline.filtering import (
     Turn,
     prepare_conversation,
 )
+from deerflow.agents.memory.backends.deermem.deermem.pipeline.proposals import ExtractionError
 from deerflow.agents.memory.backends.deermem.deermem.pipeline.queue import (
     DurableQueue,
     QueueItem,
@@ -74,13 +70,19 @@ class MemoryWriter:
         self._trace = hooks.get("trace_context_manager")
         self._on_extraction = hooks.get("extraction_callback")
         self._host_llm = hooks.get("host_llm_factory")
-        self._patterns = SignalPatterns.load(
-            Path(config.patterns_dir) if config.patterns_dir else None
-        )
+        self._loaded_patterns: SignalPatterns | None = None
         self._model: Any = None
         self._model_lock = threading.Lock()
         self._queue: DurableQueue | None = None
         self._queue_lock = threading.Lock()
+
+    @property
+    def _patterns(self) -> SignalPatterns:
+        """The signal patterns, read on first use: a manager that only reads never needs them."""
+        if self._loaded_patterns is None:
+            directory = self._config.patterns_dir
+            self._loaded_patterns = SignalPatterns.load(Path(directory) if directory else None)
+        return self._loaded_patterns
 
     # -- the host's side -----------------------------------------------------------------------
 
@@ -164,6 +166,10 @@ class MemoryWriter:
                     logger.exception("extraction_callback failed; continuing")
 
     def _extract_and_apply(self, item: QueueItem) -> dict[str, Any]:
+        # Imported here: LangChain's model machinery costs hundreds of milliseconds to import,
+        # which reads and CLI commands that never extract should not pay.
+        from deerflow.agents.memory.backends.deermem.deermem.pipeline.extraction import extract
+
         thread_id, user_id, agent_name = item.key
         turns = [Turn.from_dict(turn) for turn in item.turns]
         signals = set(item.signals) | self._patterns.detect(
@@ -210,6 +216,10 @@ class MemoryWriter:
         }
 
     def _chat_model(self) -> Any:
+        from deerflow.agents.memory.backends.deermem.deermem.pipeline.extraction import (
+            build_model,
+        )
+
         with self._model_lock:
             if self._model is None:
                 self._model = build_model(self._config.model, self._host_llm)
