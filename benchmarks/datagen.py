@@ -25,6 +25,7 @@ __all__ = [
     "QUERY_WORDS",
     "SEED",
     "bulk_changes",
+    "chat_turn",
     "ingest_users",
     "make_fact",
     "query_plan",
@@ -201,3 +202,44 @@ def ingest_users(root: str, users: Sequence[tuple[str, int, int]]) -> list[float
         storage.save(user_id, changes)
         times.append((time.perf_counter() - start) * 1000)
     return times
+
+
+ASKS = [
+    "I'm setting up {t1} for {task} on our team in {city}. What's the cleanest way to lay out the "
+    "config so that new people can follow it without asking me?",
+    "We hit a strange bug with {t1} during {task} yesterday: the logs show timeouts after about "
+    "30 seconds, but only on the CI runners. Where would you start looking?",
+    "Can you compare {t1} and {t2} for {task}? I mostly care about startup time and how easy it "
+    "is to debug when something goes wrong.",
+    "I prefer {t1} over {t2} for anything like {task}, and please keep answers short. How do I "
+    "pin versions so the build is reproducible?",
+    "Our {role} wants a summary of how {task} works here. Could you draft three bullet points I "
+    "can paste into the wiki?",
+]
+ANSWER = (
+    "Here is a practical way to approach {task} with {t1}:\n\n"
+    "1. Keep one config file per environment and load it from a single entry point, so every "
+    "setting has exactly one place where it is defined.\n"
+    "2. Pin the versions of {t1} and {t2} in the lock file and check it in; CI should fail when "
+    "the lock file and the manifest disagree.\n"
+    "3. Add a short README section that explains the three commands people run daily.\n\n"
+    "```sh\n{t1} init --profile {task}\n{t1} check --strict\n```\n\n"
+    "If the timeouts persist, enable debug logging for one run and compare the timestamps of "
+    "the first and the last request; a gap of exactly 30 seconds usually points to a default "
+    "client timeout rather than to the server."
+)
+
+
+def chat_turn(rng: random.Random) -> tuple[str, str]:
+    """One exchange of a realistic agent conversation: (user text, assistant answer).
+
+    About 130-190 characters from the user and 680-700 from the assistant (no tool calls).
+    """
+    words = {
+        "t1": rng.choice(TOOLS),
+        "t2": rng.choice(TOOLS),
+        "task": rng.choice(TASKS),
+        "city": rng.choice(CITIES),
+        "role": rng.choice(ROLES),
+    }
+    return rng.choice(ASKS).format(**words), ANSWER.format(**words)

@@ -40,12 +40,11 @@ from deerflow.agents.memory.backends.deermem.deermem.pipeline.queue import (
 from deerflow.agents.memory.backends.deermem.deermem.pipeline.signals import SignalPatterns
 from deerflow.agents.memory.manager import MemoryCallbacks, MemoryConflictError, utc_now
 
-__all__ = ["HostHooks", "MemoryWriter"]
+__all__ = ["MemoryWriter"]
 
 logger = logging.getLogger(__name__)
 
 MAX_APPLY_ATTEMPTS: Final = 5
-HostHooks = Mapping[str, Any]
 
 
 class MemoryWriter:
@@ -59,7 +58,7 @@ class MemoryWriter:
         commit: Callable[[str, ChangeSet], CommitResult],
         document: Callable[[MemorySnapshot], dict[str, Any]],
         callbacks: MemoryCallbacks | None,
-        hooks: HostHooks,
+        hooks: Mapping[str, Any],
     ) -> None:
         self._config = config
         self._storage = storage
