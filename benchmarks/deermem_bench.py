@@ -18,7 +18,12 @@ What it measures (times in ms; every series reports n, p50, p95, p99):
 * index update cost: create_fact of a 100-fact user (deleted again, untimed) with 10^2..10^5 rows
   in the index, and the bare `RetrievalIndex.apply` on a copy of the same index;
 * a full `reindex` of the 10^5 store in a fresh child process (3 runs): wall time and peak RSS;
-* cold start: a fresh interpreter to its first get_context answer at 100 and 500 facts.
+* cold start: a fresh interpreter to its first get_context answer at 100 and 500 facts;
+* add(): `manager.add(thread_id, messages, user_id=...)` with a 10-turn LangChain conversation, a
+  new thread per call and threads growing by one turn per call (600 s debounce: no extraction
+  runs meanwhile), split into the durable `queue.put` and the rest (filtering);
+* one extraction: `manager.shutdown_flush` of exactly one queued item with the tests' scripted
+  chat model (a fixed valid reply, at once): the pipeline's own cost, without an LLM.
 
 The original DeerMem cannot run here: its numbers come from `benchmarks/recorded.py`, quoted
 from the reference file, and are labelled as recorded wherever they appear.
@@ -28,6 +33,7 @@ from __future__ import annotations
 
 import argparse
 import cProfile
+import gc
 import json
 import os
 import platform
@@ -45,11 +51,15 @@ from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
+
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
+from tests.deermem.pipeline_helpers import ScriptedModel, reply
 
 from benchmarks import deermem_report
 from benchmarks.datagen import (
     AGENT,
+    chat_turn,
     ingest_users,
     query_plan,
     spread,
@@ -93,6 +103,11 @@ class Plan:
     cold_runs: int
     reindex_runs: int
     workers: int
+    add_new_threads: int  # add() of a new 10-turn thread, timed
+    grow_threads: int  # threads that each grow by one turn per add() ...
+    grow_adds: int  # ... this many times, from 10 turns
+    extraction_items: int  # queued items processed one by one with the scripted model
+    extraction_prefill: int  # facts the extracting user holds before the first item
 
 
 FULL = Plan(
@@ -113,6 +128,11 @@ FULL = Plan(
     cold_runs=9,
     reindex_runs=3,
     workers=2,
+    add_new_threads=2000,
+    grow_threads=25,
+    grow_adds=40,
+    extraction_items=100,
+    extraction_prefill=100,
 )
 QUICK = Plan(
     quick=True,
@@ -132,6 +152,11 @@ QUICK = Plan(
     cold_runs=3,
     reindex_runs=2,
     workers=2,
+    add_new_threads=100,
+    grow_threads=2,
+    grow_adds=10,
+    extraction_items=10,
+    extraction_prefill=20,
 )
 
 
@@ -626,6 +651,225 @@ def bench_cold_start(plan: Plan, root: Path, log: Log) -> dict[str, Any]:
     return result
 
 
+# -- the write pipeline: add() and one extraction --------------------------------------------------
+
+ADD_TURNS = 10  # exchanges (a user message and the agent's answer) in the conversation add() gets
+DRAIN_EVERY = 500  # new-thread adds between untimed drains, so the queue stays under max depth
+ADD_WARMUP = 20
+EXTRACTION_WARMUP = 3
+EXTRACT_USER, EXTRACT_NUMBER = "extractor", 424_242
+# No extraction may run while add() is timed: the first would come 600 s after a thread's put.
+PIPELINE_SETTINGS: dict[str, Any] = {"debounce_seconds": 600.0, "debounce_max_wait_seconds": 600.0}
+
+
+class TimedModel(ScriptedModel):
+    """The tests' scripted chat model (instant, fixed replies), timing each `invoke`."""
+
+    spent_ms: ClassVar[list[float]] = []
+
+    def invoke(self, input: Any, config: Any = None, **kwargs: Any) -> Any:
+        start = time.perf_counter()
+        try:
+            return super().invoke(input, config, **kwargs)
+        finally:
+            TimedModel.spent_ms.append((time.perf_counter() - start) * 1000)
+
+
+def chat_messages(thread: str, rng: random.Random, turns: int, first: int = 0) -> list[BaseMessage]:
+    """`turns` exchanges as LangChain messages with ids, as the host hands them to add()."""
+    messages: list[BaseMessage] = []
+    for n in range(first, first + turns):
+        ask, answer = chat_turn(rng)
+        messages.append(HumanMessage(ask, id=f"{thread}-h{n}"))
+        messages.append(AIMessage(answer, id=f"{thread}-a{n}"))
+    return messages
+
+
+def pipeline_manager(
+    root: Path, model: Any = None
+) -> tuple[DeerMemMemoryManager, list[dict[str, Any]]]:
+    """A manager with a 600 s debounce; the list collects every extraction's metrics."""
+    extractions: list[dict[str, Any]] = []
+    hooks: dict[str, Any] = {"extraction_callback": extractions.append}
+    if model is not None:
+        hooks["host_llm_factory"] = lambda: model
+    manager = DeerMemMemoryManager.from_config(
+        {"storage_path": str(root), "max_facts": 500, **PIPELINE_SETTINGS}, **hooks
+    )
+    manager.warm()
+    return manager, extractions
+
+
+def split_put(times: list[float], puts: list[float]) -> dict[str, float]:
+    """Median ms of the durable put and of the rest of add() (filtering, turn dicts)."""
+    return {
+        "queue.put (SQLite commit)": summarize(puts)["p50"],
+        "other (filter, turn dicts, key)": summarize(
+            [t - q for t, q in zip(times, puts, strict=True)]
+        )["p50"],
+    }
+
+
+def bench_add(plan: Plan, root: Path, log: Log) -> dict[str, Any]:
+    """add() through the manager: a new 10-turn thread per call, and threads growing by a turn."""
+    manager, extractions = pipeline_manager(root)
+    user = "adder"
+    rng = random.Random("add")
+    messages = chat_messages("first", rng, ADD_TURNS)
+    start = time.perf_counter()
+    manager.add("first", messages, user_id=user)  # opens the journal, starts the worker
+    first_ms = (time.perf_counter() - start) * 1000
+    for i in range(ADD_WARMUP):
+        manager.add(f"warm{i}", chat_messages(f"warm{i}", rng, ADD_TURNS), user_id=user)
+    manager.cancel_pending(user_id=user)
+    queue = manager._writer.queue
+    spent = Spent()
+    spent.wrap(queue, "put", "put")
+    current: dict[str, Any] = {}
+    puts: list[float] = []
+
+    def new_thread(i: int) -> None:
+        previous = spent.take().get("put", 0.0)  # the put inside the last timed add()
+        if i:
+            puts.append(previous)
+        if i and i % DRAIN_EVERY == 0:
+            manager.cancel_pending(user_id=user)
+        current["messages"] = chat_messages(f"new{i}", rng, ADD_TURNS)
+
+    new = time_calls(
+        plan.add_new_threads,
+        lambda i: manager.add(f"new{i}", current["messages"], user_id=user),
+        before=new_thread,
+    )
+    puts.append(spent.take().get("put", 0.0))
+    new_puts, puts = puts, []
+    manager.cancel_pending(user_id=user)
+    lengths: list[int] = []
+
+    def grow(i: int) -> None:
+        previous = spent.take().get("put", 0.0)  # the put inside the last timed add()
+        if i:
+            puts.append(previous)
+        thread, step = divmod(i, plan.grow_adds)
+        if step == 0:
+            current["thread"] = f"grow{thread}"
+            current["messages"] = chat_messages(current["thread"], rng, ADD_TURNS)
+            manager.add(current["thread"], current["messages"], user_id=user)  # untimed
+            spent.take()
+        current["messages"] += chat_messages(current["thread"], rng, 1, first=ADD_TURNS + step)
+        lengths.append(ADD_TURNS + step + 1)
+
+    grown = time_calls(
+        plan.grow_threads * plan.grow_adds,
+        lambda i: manager.add(current["thread"], current["messages"], user_id=user),
+        before=grow,
+    )
+    puts.append(spent.take().get("put", 0.0))
+    spent.restore()
+    pending = len(queue.pending())
+    manager.close()
+    by_length: dict[str, Any] = {}
+    for lo in range(ADD_TURNS + 1, ADD_TURNS + plan.grow_adds + 1, 10):
+        band = [t for t, n in zip(grown, lengths, strict=True) if lo <= n < lo + 10]
+        if band:
+            by_length[f"{lo}-{lo + 9}"] = summarize(band)
+    log(
+        f"add(): new thread p99 {summarize(new)['p99']:.3f} ms, "
+        f"growing thread p99 {summarize(grown)['p99']:.3f} ms"
+    )
+    return {
+        "first_add_ms": first_ms,
+        "new_thread": summarize(new) | {"components_p50": split_put(new, new_puts)},
+        "same_thread_growing": summarize(grown) | {"components_p50": split_put(grown, puts)},
+        "same_thread_by_turns": by_length,
+        "extractions_during_measurement": len(extractions),
+        "pending_at_end": pending,
+        "conversation": {
+            "turns": ADD_TURNS,
+            "messages": len(messages),
+            "chars": sum(len(str(m.content)) for m in messages),
+        },
+        "settings": PIPELINE_SETTINGS | {"queue_max_depth": 1000, "synchronous": "NORMAL"},
+        "note": (
+            "manager.add(thread_id, messages, user_id=...) with a 10-turn conversation (20 "
+            "HumanMessage/AIMessage with ids, ~8.4k chars); new_thread: a new thread per call, the "
+            f"queue drained (untimed) every {DRAIN_EVERY} calls so it holds 0-{DRAIN_EVERY - 1} "
+            f"items; same_thread_growing: {plan.grow_threads} threads, each given its 10 turns "
+            f"(untimed), then {plan.grow_adds} adds of the conversation grown by one turn each "
+            "(11-50 turns); no extraction runs (600 s debounce), so no watermark trims the "
+            "stored turns; the worker thread runs. first_add_ms opens the journal. "
+            "components: queue.put timed by a wrapper during the series, the rest is add() minus it"
+        ),
+    }
+
+
+def bench_extraction(plan: Plan, root: Path, log: Log) -> dict[str, Any]:
+    """One queued item's processing (extract with an instant scripted model, apply, commit)."""
+    prefill = ingest(root, [(EXTRACT_USER, EXTRACT_NUMBER, plan.extraction_prefill)], 1)
+    held = {normalized(f.content) for f in user_facts(EXTRACT_NUMBER, plan.extraction_prefill)}
+    count = EXTRACTION_WARMUP + plan.extraction_items
+    fresh = unique_facts(random.Random("extraction"), count * 2, first_id=66 * 10**9)
+    proposed = [f for f in fresh if normalized(f.content) not in held][:count]
+    replies = [reply({"content": f.content, "category": f.category}) for f in proposed]
+    model = TimedModel(responses=replies)
+    manager, extractions = pipeline_manager(root, model)
+    spent = instrument(manager)
+    rng = random.Random("extraction-chat")
+    totals: list[float] = []
+    parts: list[dict[str, float]] = []
+    invokes: list[float] = []
+    for i in range(count):
+        thread = f"x{i}"
+        manager.add(thread, chat_messages(thread, rng, ADD_TURNS), user_id=EXTRACT_USER)
+        time.sleep(0.002)  # let the worker, woken by the put, go back to sleep
+        spent.take()
+        TimedModel.spent_ms.clear()
+        if i == EXTRACTION_WARMUP:
+            gc.collect()
+        start = time.perf_counter()
+        flushed = manager.shutdown_flush(60)
+        elapsed = (time.perf_counter() - start) * 1000
+        if not flushed:
+            raise RuntimeError(f"item {i} was not processed: {extractions[-1:]}")
+        part = spent.take()
+        part["model.invoke (scripted, instant)"] = sum(TimedModel.spent_ms)
+        ScriptedModel.prompts.clear()
+        if i >= EXTRACTION_WARMUP:
+            totals.append(elapsed)
+            parts.append(part)
+            invokes.append(sum(TimedModel.spent_ms))
+    spent.restore()
+    facts_after = len(manager._storage.load(EXTRACT_USER, None).facts)
+    manager.close()
+    measured = extractions[EXTRACTION_WARMUP:]
+    labels = sorted({label for part in parts for label in part})
+    components = {label: summarize([p.get(label, 0.0) for p in parts])["p50"] for label in labels}
+    components["other (queue claim/finish, prompt, parse, gate, apply)"] = summarize(
+        [t - sum(p.values()) for p, t in zip(parts, totals, strict=True)]
+    )["p50"]
+    log(f"extraction: {len(totals)} items, p50 {summarize(totals)['p50']:.2f} ms")
+    return {
+        "items": len(totals),
+        "processing": summarize(totals),
+        "model_invoke": summarize(invokes),
+        "components_p50": components,
+        "succeeded": sum(1 for e in measured if e.get("success")),
+        "facts_before": plan.extraction_prefill,
+        "facts_after": facts_after,
+        "prefill_commit_ms": prefill["commit_per_user"]["p50"],
+        "note": (
+            "manager.shutdown_flush(60) with exactly one pending item (a new thread of 10 turns, "
+            "queued untimed by add(), so filtering is done): claim from the journal, load the "
+            "user's bucket, build the prompt, call the model, parse and gate the reply, apply it "
+            "and commit (files + history + index), delete the item and advance the watermark. "
+            "The model is the tests' ScriptedModel returning a fixed valid reply (one new fact, a "
+            "different one per item) at once; its invoke time is included and reported apart. "
+            f"The user holds {plan.extraction_prefill} facts before the first item and one more "
+            f"after each; {EXTRACTION_WARMUP} untimed items first"
+        ),
+    }
+
+
 # -- stores of many users ------------------------------------------------------------------------
 
 
@@ -839,6 +1083,8 @@ def run(plan: Plan, workdir: Path, log: Log) -> dict[str, Any]:
     manager.close()
 
     sections["cold_start"] = bench_cold_start(plan, context_root, log)
+    sections["add"] = bench_add(plan, workdir / "pipeline-add", log)
+    sections["extraction"] = bench_extraction(plan, workdir / "pipeline-extraction", log)
     sections["get_context"] = bench_context(plan, context_root, log)
 
     stores = {}

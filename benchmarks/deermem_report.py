@@ -239,7 +239,44 @@ def rows(results: dict[str, Any]) -> list[dict[str, Any]]:
                 recorded=None if warm else f"cold_start/{size}",
             )
         )
+    add = s["add"]
+    turns = add["conversation"]["turns"]
+    out.append(_row("add", "add/new_thread", f"add(), new {turns}-turn thread", add["new_thread"]))
+    by_turns = add["same_thread_by_turns"]
+    span = f"{min(by_turns, key=_lo).split('-')[0]}-{max(by_turns, key=_lo).split('-')[1]}"
+    out.append(
+        _row(
+            "add",
+            "add/same_thread_growing",
+            f"add(), same thread growing a turn a call ({span} turns)",
+            add["same_thread_growing"],
+        )
+    )
+    for band, entry in sorted(by_turns.items(), key=lambda item: _lo(item[0])):
+        out.append(_row("add", f"add/same_thread/{band}", f"  of those, at {band} turns", entry))
+    extraction = s["extraction"]
+    out.append(
+        _row(
+            "add",
+            "extraction/processing",
+            "one queued item extracted + committed, instant scripted model",
+            extraction["processing"],
+            note="manager.shutdown_flush with one pending item",
+        )
+    )
+    out.append(
+        _row(
+            "add",
+            "extraction/model_invoke",
+            "  of which the scripted model's invoke",
+            extraction["model_invoke"],
+        )
+    )
     return out
+
+
+def _lo(band: str) -> int:
+    return int(band.split("-")[0])
 
 
 def _target(name: str, value: float, limit: float, unit: str, detail: str = "") -> dict[str, Any]:
@@ -368,6 +405,17 @@ def targets(results: dict[str, Any]) -> list[dict[str, Any]]:
                 "ms",
             )
         )
+    add = s["add"]
+    turns = add["conversation"]["turns"]
+    for key, label in (
+        ("new_thread", f"a new {turns}-turn thread"),
+        ("same_thread_growing", "the same thread, growing a turn a call"),
+    ):
+        p99 = add[key]["p99"]
+        out.append(
+            _target(f"add() p99 < 1 ms, {label}", p99, 1.0, "ms", f"p50 {add[key]['p50']:.3f} ms")
+            | {"met": p99 < 1.0}
+        )
     return out
 
 
@@ -473,6 +521,27 @@ def _import_rows(results: dict[str, Any], top: int = 8) -> list[tuple[str, str, 
     ]
 
 
+def _pipeline_rows(results: dict[str, Any]) -> list[tuple[str, str]]:
+    s = results["sections"]
+    lines: list[tuple[str, str]] = []
+    for key, title in (("new_thread", "new thread"), ("same_thread_growing", "growing thread")):
+        entry = s["add"][key]
+        lines.append((f"add(), {title}, p50", _fmt(entry["p50"])))
+        lines += [(f"  {name}", _fmt(value)) for name, value in entry["components_p50"].items()]
+    lines.append(
+        (
+            "add(), the first call (opens the journal, starts the worker)",
+            _fmt(s["add"]["first_add_ms"]),
+        )
+    )
+    extraction = s["extraction"]
+    lines.append(
+        ("one extraction (shutdown_flush of one item), p50", _fmt(extraction["processing"]["p50"]))
+    )
+    lines += [(f"  {name}", _fmt(value)) for name, value in extraction["components_p50"].items()]
+    return lines
+
+
 def print_tables(results: dict[str, Any]) -> None:
     """Rich tables on stdout: comparison, search breakdown, targets."""
     from rich.console import Console
@@ -513,6 +582,12 @@ def print_tables(results: dict[str, Any]) -> None:
     for cells in _import_rows(results):
         imports.add_row(*cells)
     console.print(imports)
+    pipeline = Table(title="Where add() and one extraction spend their time (ms, p50)")
+    pipeline.add_column("part")
+    pipeline.add_column("ms", justify="right")
+    for name, value in _pipeline_rows(results):
+        pipeline.add_row(name, value)
+    console.print(pipeline)
     goals = Table(title="Targets")
     for column in ("target", "measured", "limit", "met", "detail"):
         goals.add_column(column, justify="right" if column in ("measured", "limit") else "left")
@@ -548,6 +623,11 @@ def markdown(results: dict[str, Any]) -> str:
     lines += ["| " + " | ".join(cells) + " |" for cells in _cprofile_rows(results)]
     lines += ["", "| package (-X importtime) | own ms | share |", "|---|---|---|"]
     lines += ["| " + " | ".join(cells) + " |" for cells in _import_rows(results)]
+    lines += ["", "| write pipeline part | ms (p50) |", "|---|---|"]
+    lines += [
+        f"| {name.replace('  ', '&nbsp;&nbsp;')} | {value} |"
+        for name, value in _pipeline_rows(results)
+    ]
     lines += ["", "| target | measured | met | detail |", "|---|---|---|---|"]
     for target in results["targets"]:
         unit = "" if target["unit"] == "x" else f" {target['unit']}"

@@ -24,6 +24,8 @@ SECTIONS = (
     "index_update",
     "reindex",
     "cold_start",
+    "add",
+    "extraction",
 )
 STATS = ("n", "p50", "p95", "p99")
 
@@ -93,10 +95,28 @@ def test_quick_benchmark_writes_every_section(tmp_path: Path) -> None:
     assert len(s["reindex"]["runs"]) == results["plan"]["reindex_runs"]
     assert_stats(s["reindex"]["seconds"])
     assert_stats(s["reindex"]["peak_rss_mb"])
+    for run in s["reindex"]["runs"]:
+        assert run["scan_calls"] > 0, "reading time is time inside storage.scan"
+        assert run["reload_calls"] == 0
     for run in s["cold_start"]["runs"].values():
         assert_stats(run["total"])
         assert set(run["breakdown_p50"]) >= {"import_ms", "construct_ms", "first_get_context_ms"}
     assert s["cold_start"]["import_profile"]["top_packages"]
+    add = s["add"]
+    assert add["extractions_during_measurement"] == 0, "add() must be timed without extractions"
+    for series in ("new_thread", "same_thread_growing"):
+        assert_stats(add[series])
+        assert "queue.put (SQLite commit)" in add[series]["components_p50"]
+    assert add["same_thread_by_turns"]
+    assert add["conversation"]["turns"] == 10
+    extraction = s["extraction"]
+    assert_stats(extraction["processing"])
+    assert_stats(extraction["model_invoke"])
+    assert extraction["succeeded"] == extraction["items"] == results["plan"]["extraction_items"]
+    assert extraction["facts_after"] - extraction["facts_before"] > extraction["items"]
+    keys = {row["key"] for row in results["rows"]}
+    assert {"add/new_thread", "add/same_thread_growing", "extraction/processing"} <= keys
+    assert sum(target["target"].startswith("add() p99") for target in results["targets"]) == 2
 
     assert results["rows"]
     assert all(isinstance(target["met"], bool) for target in results["targets"])

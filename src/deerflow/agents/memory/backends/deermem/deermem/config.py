@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from deerflow.agents.memory.manager import FACT_CATEGORIES, parse_backend_config
 
@@ -20,7 +20,14 @@ class DeerMemConfig(BaseModel):
     storage_class: str | None = None
     file_lock_timeout_seconds: float = Field(default=10.0, gt=0)
     max_facts: int = Field(default=100, ge=10, le=500)
-    fact_eviction_policy: Literal["confidence"] = "confidence"
+    fact_eviction_policy: Literal["confidence", "hybrid-v1"] = "confidence"
+    eviction_confidence_weight: float = Field(default=0.65, ge=0, le=1)
+    eviction_confirmation_weight: float = Field(default=0.25, ge=0, le=1)
+    eviction_access_weight: float = Field(default=0.10, ge=0, le=1)
+    eviction_confirmation_half_life_days: float = Field(default=90.0, ge=1, le=3650)
+    eviction_access_half_life_days: float = Field(default=30.0, ge=1, le=3650)
+    eviction_correction_reserved_fraction: float = Field(default=0.10, ge=0, le=1)
+    eviction_correction_reserved_max: int = Field(default=10, ge=0, le=100)
     max_injection_tokens: int = Field(default=2000, gt=0)
     guaranteed_categories: tuple[str, ...] = ("correction",)
     guaranteed_token_budget: int = Field(default=500, ge=0)
@@ -52,6 +59,20 @@ class DeerMemConfig(BaseModel):
         if unknown:
             raise ValueError(f"unknown categories {unknown}; known: {', '.join(FACT_CATEGORIES)}")
         return value
+
+    @model_validator(mode="after")
+    def _weights_sum_to_one(self) -> DeerMemConfig:
+        weights = (
+            self.eviction_confidence_weight,
+            self.eviction_confirmation_weight,
+            self.eviction_access_weight,
+        )
+        if abs(sum(weights) - 1.0) > 1e-9:
+            raise ValueError(
+                "eviction_confidence_weight + eviction_confirmation_weight + "
+                f"eviction_access_weight must sum to 1, got {sum(weights):g}"
+            )
+        return self
 
 
 def parse_config(backend_config: dict[str, Any]) -> DeerMemConfig:

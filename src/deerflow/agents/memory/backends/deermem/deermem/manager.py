@@ -50,6 +50,7 @@ from deerflow.agents.memory.backends.deermem.deermem.core.storage import (
 )
 from deerflow.agents.memory.backends.deermem.deermem.core.tokens import TokenCounter
 from deerflow.agents.memory.backends.deermem.deermem.governance import (
+    CapacityPolicy,
     capacity_evictions,
     refuse_duplicate,
 )
@@ -61,6 +62,7 @@ from deerflow.agents.memory.backends.deermem.deermem.history import (
 from deerflow.agents.memory.backends.deermem.deermem.imports import imported_changes
 from deerflow.agents.memory.backends.deermem.deermem.migrate import find_legacy, migrate
 from deerflow.agents.memory.backends.deermem.deermem.pipeline.writer import MemoryWriter
+from deerflow.agents.memory.backends.deermem.deermem.usage import FactUsage
 from deerflow.agents.memory.backends.deermem.deermem.views import RecordViews
 from deerflow.agents.memory.manager import (
     FactNotFoundError,
@@ -95,6 +97,7 @@ class DeerMemMemoryManager(MemoryManager):
     _tokens: TokenCounter = PrivateAttr()
     _views: RecordViews = PrivateAttr(default_factory=RecordViews)
     _writer: MemoryWriter = PrivateAttr()
+    _usage: FactUsage = PrivateAttr()
     # (user, bucket) → (revision, text): the last injection text, reused while nothing changed.
     _context_cache: dict[tuple[str, str], tuple[int, str]] = PrivateAttr(default_factory=dict)
     _cache_lock: threading.Lock = PrivateAttr(default_factory=threading.Lock)
@@ -119,6 +122,7 @@ class DeerMemMemoryManager(MemoryManager):
         self._storage = load_storage(self._config)
         self._index = _open_index(Path(self._config.storage_path) / ".retrieval" / "index.sqlite3")
         self._tokens = TokenCounter()
+        self._usage = FactUsage(Path(self._config.storage_path))
         self._writer = MemoryWriter(
             self._config,
             self._storage,
@@ -266,11 +270,10 @@ class DeerMemMemoryManager(MemoryManager):
         hits = self._index.search(user_key, bucket, query, category=category, limit=top_k)
         _, records = self._storage.load_facts(user_id, agent_name, [h.fact_id for h in hits])
         # A hit missing from the files means the index ran ahead; it heals on the next commit.
-        return [
-            self._views.public(records[hit.fact_id]) | {"score": hit.score}
-            for hit in hits
-            if hit.fact_id in records
-        ]
+        found = [hit for hit in hits if hit.fact_id in records]
+        if self._config.fact_eviction_policy == "hybrid-v1":
+            self._record_access(user_id, bucket, [hit.fact_id for hit in found])
+        return [self._views.public(records[hit.fact_id]) | {"score": hit.score} for hit in found]
 
     # -- fact CRUD -----------------------------------------------------------------------------
 
@@ -302,7 +305,16 @@ class DeerMemMemoryManager(MemoryManager):
                 "agent_name": snapshot.bucket,
                 "content": text,
             }
-            evicted = capacity_evictions(snapshot.facts, record, self._config.max_facts)
+            moment = datetime.now(UTC)
+            evicted = capacity_evictions(
+                snapshot.facts,
+                record,
+                CapacityPolicy.from_config(self._config),
+                now=moment,
+                heat=self._usage.capacity_heat(
+                    self._config, snapshot.user_id, snapshot.bucket, moment
+                ),
+            )
             changes = ChangeSet(
                 actor="manual",
                 reason="create_fact"
@@ -560,6 +572,20 @@ class DeerMemMemoryManager(MemoryManager):
         if current is None:
             raise FactNotFoundError(fact_id)
         return snapshot, dict(current)
+
+    def _record_access(self, user_id: str | None, bucket: str, fact_ids: list[str]) -> None:
+        """Count a search hit of each fact for `hybrid-v1`; usage data never fails a search."""
+        raw_user = DEFAULT_USER if user_id is None else user_id
+        try:
+            self._usage.record(
+                raw_user,
+                bucket,
+                fact_ids,
+                datetime.now(UTC),
+                self._config.eviction_access_half_life_days,
+            )
+        except OSError:
+            logger.warning("could not record fact usage of %s/%s", raw_user, bucket, exc_info=True)
 
     def _commit(self, user_id: str, changes: ChangeSet) -> CommitResult:
         result = self._storage.save(user_id, changes)

@@ -19,6 +19,7 @@ from typing import Final
 
 __all__ = [
     "MAX_TERMS",
+    "STOP_WORDS",
     "Cut",
     "FtsQuery",
     "bigrams",
@@ -35,6 +36,19 @@ Cut = Callable[[str], list[str]]
 
 MAX_TERMS: Final = 32
 """Distinct terms scored per query; bounds the cost of a whole conversation used as a query."""
+
+_STOP_WORDS: Final = """
+    a about above after again against all am an and any are as at be been before being below
+    between both but by can could did do does doing down during each few for from further
+    had has have having he her here hers herself him himself his how i if in into is it its
+    itself just me more most my myself nor now of off on once only or other our ours ourselves
+    out over own s same she should so some such t than that the their theirs them themselves
+    then there these they this those through to too under until up very was we were what when
+    where which while who whom why will with would you your yours yourself yourselves
+"""
+STOP_WORDS: Final = frozenset(_STOP_WORDS.split())
+"""English function words (NLTK's list without the negations `no`, `not`, `don`): a plain-text
+query drops them when it has other words, because every fact has some and they only add noise."""
 
 # BM25's usual parameters, and the half-life of recency (the ranking formula is in index.py).
 K1: Final = 1.2
@@ -105,18 +119,22 @@ class FtsQuery:
     syntax: bool
 
 
-def build_query(text: str, cut: Cut, *, plain: bool = False) -> FtsQuery | None:
+def build_query(
+    text: str, cut: Cut, *, plain: bool = False, stop_words: frozenset[str] = frozenset()
+) -> FtsQuery | None:
     """Build the FTS5 query for search text, or None when there is nothing to search for.
 
     Plain text becomes one quoted string per whitespace-separated word, OR-ed, so `don't` and
     `e-mail` are phrases of their tokens and punctuation is harmless. Text that looks like
     deliberate FTS5 syntax passes through unchanged (after CJK segmentation), unless `plain`
-    is set, which the caller does after FTS5 rejected the expression.
+    is set, which the caller does after FTS5 rejected the expression. Plain words made only of
+    `stop_words` (case-insensitively) are dropped, unless nothing else would remain.
 
     Args:
         text: the user's query.
         cut: the CJK segmenter the index was built with.
         plain: treat `text` as plain words even if it looks like FTS5 syntax.
+        stop_words: lower-case words that plain text does not search for (`STOP_WORDS`).
     """
     segmented = segment(text, cut)
     if not plain and segmented.count('"') % 2 == 0 and _SYNTAX.search(segmented):
@@ -125,10 +143,19 @@ def build_query(text: str, cut: Cut, *, plain: bool = False) -> FtsQuery | None:
         )
         if terms:
             return FtsQuery(match=segmented.strip(), terms=terms, syntax=True)
-    terms = _distinct(quote(word) for word in segmented.split() if _TOKEN.search(word))
+    words = [word for word in segmented.split() if _TOKEN.search(word)]
+    content = [word for word in words if not _only_stop_words(word, stop_words)]
+    terms = _distinct(quote(word) for word in content or words)
     if not terms:
         return None
     return FtsQuery(match=" OR ".join(terms), terms=terms, syntax=False)
+
+
+def _only_stop_words(word: str, stop_words: frozenset[str]) -> bool:
+    """True when every token of `word` (`what's`: `what`, `s`) is a stop word."""
+    return bool(stop_words) and all(
+        token in stop_words for token in _TOKEN.findall(word.casefold())
+    )
 
 
 def _piece_term(piece: str) -> str:

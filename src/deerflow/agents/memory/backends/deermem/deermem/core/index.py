@@ -37,6 +37,7 @@ from pathlib import Path
 from typing import Final
 
 from deerflow.agents.memory.backends.deermem.deermem.core.fts_query import (
+    STOP_WORDS,
     Cut,
     bigrams,
     build_query,
@@ -47,11 +48,19 @@ from deerflow.agents.memory.backends.deermem.deermem.core.fts_query import (
 )
 from deerflow.agents.memory.manager import MemoryCorruptionError
 
-__all__ = ["IndexCorruptionError", "IndexedFact", "RetrievalIndex", "SearchHit"]
+__all__ = ["TOKENIZER", "IndexCorruptionError", "IndexedFact", "RetrievalIndex", "SearchHit"]
 
 _SCOPE_BITS: Final = 32
 _BUSY_TIMEOUT_S: Final = 30.0
 _PROGRESS_EVERY: Final = 1000
+
+TOKENIZER: Final = "porter unicode61 remove_diacritics 2"
+"""The FTS5 tokenizer: English words are Porter-stemmed (`stories` finds `story`); other scripts,
+and the CJK words `segment` writes, pass through unicode61 unchanged."""
+_FTS_TABLE: Final = (
+    "CREATE VIRTUAL TABLE facts_fts USING fts5(body, content='facts', content_rowid='id',"
+    " columnsize=0, tokenize='{tokenizer}')"
+)
 
 MIGRATIONS: Final[tuple[tuple[str, ...], ...]] = (
     (
@@ -64,6 +73,7 @@ MIGRATIONS: Final[tuple[tuple[str, ...], ...]] = (
         " updated_ts REAL NOT NULL, ntokens INTEGER NOT NULL, body TEXT NOT NULL,"
         " UNIQUE (scope_id, fact_id))",
         # No per-row sizes (columnsize=0): FTS5's bm25() is not used, see the module docstring.
+        # `_retokenize` then recreates this table with `TOKENIZER` (Porter stemming).
         "CREATE VIRTUAL TABLE facts_fts USING fts5(body, content='facts', content_rowid='id',"
         " columnsize=0, tokenize='unicode61 remove_diacritics 2')",
         # Which CJK segmenter built the index; queries must use the same one.
@@ -121,6 +131,7 @@ class RetrievalIndex:
                 self._conn.execute("PRAGMA synchronous=NORMAL")
             with self._write() as conn:
                 self._migrate(conn)
+                _retokenize(conn)
                 self._cut = self._choose_segmenter(conn)
         except BaseException:
             self._conn.close()
@@ -261,8 +272,9 @@ class RetrievalIndex:
     ) -> list[SearchHit]:
         """The facts of one scope that best match `query`, best first.
 
-        Plain text is matched word by word (OR); deliberate FTS5 syntax passes through, and if
-        FTS5 rejects it the text is searched again as plain words.
+        Plain text is matched word by word (OR), without English stop words unless it has
+        nothing else; deliberate FTS5 syntax passes through, and if FTS5 rejects it the text is
+        searched again as plain words.
 
         Args:
             user_key: the user's key.
@@ -285,7 +297,7 @@ class RetrievalIndex:
             if row is None:
                 return []
             lo, hi = _scope_range(row[0])
-            built = build_query(query, self._cut)
+            built = build_query(query, self._cut, stop_words=STOP_WORDS)
             while built is not None:
                 params: dict[str, object] = {"lo": lo, "hi": hi, "match": built.match}
                 params |= {f"t{i}": term for i, term in enumerate(built.terms)}
@@ -296,7 +308,7 @@ class RetrievalIndex:
                 except sqlite3.OperationalError:
                     if not built.syntax:
                         raise
-                    built = build_query(query, self._cut, plain=True)
+                    built = build_query(query, self._cut, plain=True, stop_words=STOP_WORDS)
                     continue
                 return [SearchHit(fact_id, score) for fact_id, score in rows]
         return []
@@ -389,6 +401,22 @@ def _upsert(
             (*values, rowid),
         )
     conn.execute("INSERT INTO facts_fts(rowid, body) VALUES (?, ?)", (rowid, body))
+
+
+def _retokenize(conn: sqlite3.Connection) -> None:
+    """Recreate `facts_fts` with `TOKENIZER` if the file was built with another tokenizer.
+
+    Schema version 1 created the table with plain `unicode61`. The body text is kept in `facts`,
+    so FTS5's 'rebuild' re-indexes every row from it in this transaction: no user goes dirty.
+    """
+    (sql,) = conn.execute(
+        "SELECT sql FROM sqlite_master WHERE type = 'table' AND name = 'facts_fts'"
+    ).fetchone()
+    if f"tokenize='{TOKENIZER}'" in sql:
+        return
+    conn.execute("DROP TABLE facts_fts")
+    conn.execute(_FTS_TABLE.format(tokenizer=TOKENIZER))
+    conn.execute("INSERT INTO facts_fts(facts_fts) VALUES ('rebuild')")
 
 
 def _scope_range(scope_id: int) -> tuple[int, int]:

@@ -18,6 +18,8 @@ from deerflow.agents.memory.backends.deermem.deermem.config import DeerMemConfig
 from deerflow.agents.memory.backends.deermem.deermem.core.changes import ChangeSet, MemorySnapshot
 from deerflow.agents.memory.backends.deermem.deermem.core.scrub import find_secret
 from deerflow.agents.memory.backends.deermem.deermem.governance import (
+    CapacityPolicy,
+    choose_evictions,
     content_tokens,
     is_stale,
     jaccard,
@@ -91,8 +93,13 @@ def apply_extraction(
     stamp: str,
     thread_id: str,
     signals: Iterable[str] = (),
+    heat: Mapping[str, float] | None = None,
 ) -> ApplyOutcome:
-    """The change set for one extraction over `snapshot`; nothing is written here."""
+    """The change set for one extraction over `snapshot`; nothing is written here.
+
+    `heat` is the bucket's access heat (fact id → heat decayed to `now`), read by the caller
+    from the usage sidecar when the capacity policy is `hybrid-v1`.
+    """
     state = _Bucket(snapshot)
     metrics: dict[str, int] = {}
 
@@ -152,14 +159,10 @@ def apply_extraction(
             continue
         state.add(_record(fact, state.bucket, stamp, thread_id))
 
-    # 5. Capacity: the least confident go; the audit entry lists them.
-    overflow = len(state.facts) - config.max_facts
-    evicted = heapq.nsmallest(
-        max(overflow, 0),
-        state.facts.values(),
-        key=lambda f: (float(f["confidence"]), str(f.get("updatedAt", ""))),
+    # 5. Capacity: the policy's weakest go (one choice for all writes); the audit entry names them.
+    evicted_ids = choose_evictions(
+        list(state.facts.values()), CapacityPolicy.from_config(config), now=now, heat=heat
     )
-    evicted_ids = [str(fact["id"]) for fact in evicted]
     for fact_id in evicted_ids:
         state.remove(fact_id)
     count("facts_evicted", len(evicted_ids))

@@ -38,6 +38,7 @@ from deerflow.agents.memory.backends.deermem.deermem.pipeline.queue import (
     QueueKey,
 )
 from deerflow.agents.memory.backends.deermem.deermem.pipeline.signals import SignalPatterns
+from deerflow.agents.memory.backends.deermem.deermem.usage import FactUsage
 from deerflow.agents.memory.manager import MemoryCallbacks, MemoryConflictError, utc_now
 
 __all__ = ["MemoryWriter"]
@@ -188,6 +189,8 @@ class MemoryWriter:
             user_id=user_id,
             trace_id=item.trace_id,
         )
+        usage = FactUsage(Path(self._config.storage_path))
+        heat = usage.capacity_heat(self._config, snapshot.user_id, snapshot.bucket, now)
         for attempt in range(MAX_APPLY_ATTEMPTS):
             # A conflict means another writer committed first: apply the same proposals anew.
             snapshot = snapshot if attempt == 0 else self._storage.load(user_id, agent_name)
@@ -199,6 +202,7 @@ class MemoryWriter:
                 stamp=utc_now(),
                 thread_id=thread_id,
                 signals=signals,
+                heat=heat,
             )
             try:
                 self._commit(user_id, outcome.changes)

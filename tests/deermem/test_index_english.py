@@ -1,0 +1,121 @@
+"""English retrieval: stop words left out of plain queries, Porter stemming, and the upgrade of an
+index file built with the earlier `unicode61` tokenizer."""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+
+from deerflow.agents.memory.backends.deermem.deermem.core.fts_query import (
+    STOP_WORDS,
+    FtsQuery,
+    bigrams,
+    build_query,
+)
+from deerflow.agents.memory.backends.deermem.deermem.core.index import (
+    TOKENIZER,
+    IndexedFact,
+    RetrievalIndex,
+)
+
+NOW = datetime(2026, 12, 2, 10, 0, tzinfo=UTC)
+DEFAULT = "__default__"
+
+
+def fact(n: int, content: str) -> IndexedFact:
+    return IndexedFact(DEFAULT, f"fact_{n:08x}", content, "context", 0.8, "2026-12-01T10:00:00Z")
+
+
+def ids(index: RetrievalIndex, query: str) -> list[str]:
+    return [hit.fact_id for hit in index.search("u1", DEFAULT, query, limit=10, now=NOW)]
+
+
+@pytest.fixture
+def index(tmp_path: Path) -> Iterator[RetrievalIndex]:
+    opened = RetrievalIndex(tmp_path / "index.sqlite3")
+    yield opened
+    opened.close()
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        (
+            "When did Caroline go to the LGBTQ support group?",
+            FtsQuery(
+                '"Caroline" OR "go" OR "LGBTQ" OR "support" OR "group?"',
+                ('"Caroline"', '"go"', '"LGBTQ"', '"support"', '"group?"'),
+                syntax=False,
+            ),
+        ),
+        # A word is dropped only when all its tokens are stop words; negations stay.
+        (
+            "What's Melanie's job",
+            FtsQuery('"Melanie\'s" OR "job"', ('"Melanie\'s"', '"job"'), False),
+        ),
+        ("I don't drink", FtsQuery('"don\'t" OR "drink"', ('"don\'t"', '"drink"'), False)),
+        # Nothing but stop words: searched as written rather than not at all.
+        ("what is it", FtsQuery('"what" OR "is" OR "it"', ('"what"', '"is"', '"it"'), False)),
+        # CJK words are never stop words; deliberate syntax passes through untouched.
+        ("the 喝茶", FtsQuery('"喝茶"', ('"喝茶"',), syntax=False)),
+        ("the AND tea", FtsQuery("the AND tea", ('"the"', '"tea"'), syntax=True)),
+    ],
+)
+def test_build_query_drops_stop_words(text: str, expected: FtsQuery) -> None:
+    assert build_query(text, bigrams, stop_words=STOP_WORDS) == expected
+
+
+def test_stop_words_are_lower_case_function_words() -> None:
+    assert all(word == word.casefold() for word in STOP_WORDS)
+    assert {"the", "what", "did", "to"} <= STOP_WORDS
+    assert not {"no", "not", "don"} & STOP_WORDS
+
+
+def test_stemming_and_stop_words_in_search(index: RetrievalIndex) -> None:
+    index.apply(
+        "u1",
+        1,
+        [
+            fact(1, "Caroline found the transgender stories inspiring"),
+            fact(2, "what is the plan for the weekend and what is next"),
+            fact(3, "用户喜欢喝茶"),
+            fact(4, "She is running a charity race"),
+        ],
+        [],
+    )
+    assert ids(index, "What story did Caroline find?") == ["fact_00000001"]
+    assert ids(index, "runs races") == ["fact_00000004"]
+    # Only stop words: still searched.
+    assert ids(index, "what is") == ["fact_00000002", "fact_00000004"]
+    assert ids(index, "喝茶") == ["fact_00000003"]
+    assert ids(index, "run*") == ["fact_00000004"]
+
+
+def test_an_index_built_with_unicode61_is_retokenized_on_open(tmp_path: Path) -> None:
+    path = tmp_path / "index.sqlite3"
+    first = RetrievalIndex(path)
+    first.apply("u1", 1, [fact(1, "she loves stories"), fact(2, "用户喜欢喝茶")], [])
+    first.close()
+    with sqlite3.connect(path) as conn:  # the table as schema version 1 created it
+        conn.execute("DROP TABLE facts_fts")
+        conn.execute(
+            "CREATE VIRTUAL TABLE facts_fts USING fts5(body, content='facts', content_rowid='id',"
+            " columnsize=0, tokenize='unicode61 remove_diacritics 2')"
+        )
+        conn.execute("INSERT INTO facts_fts(facts_fts) VALUES ('rebuild')")
+
+    reopened = RetrievalIndex(path)
+    try:
+        assert ids(reopened, "story") == ["fact_00000001"]
+        assert ids(reopened, "喝茶") == ["fact_00000002"]
+        assert reopened.indexed_revision("u1") == 1  # re-indexed from `facts`, not dirty
+    finally:
+        reopened.close()
+    with sqlite3.connect(path) as conn:
+        (sql,) = conn.execute("SELECT sql FROM sqlite_master WHERE name = 'facts_fts'").fetchone()
+        assert f"tokenize='{TOKENIZER}'" in sql
+        assert conn.execute("SELECT version FROM migrations").fetchall() == [(1,)]

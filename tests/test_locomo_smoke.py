@@ -1,0 +1,67 @@
+"""The LoCoMo retrieval benchmark runs end to end on the first conversation.
+
+The dataset (CC BY-NC) is never in the repository: the test skips when it is absent. No timing
+assertions: retrieval quality and latency are measured by the benchmark, not asserted here.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from benchmarks.locomo_retrieval import KS, dataset_path, parse_ids
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def run(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    command = [sys.executable, "-m", "benchmarks.locomo_retrieval", *args]
+    return subprocess.run(
+        command, cwd=REPO, capture_output=True, text=True, timeout=120, env=env, check=False
+    )
+
+
+def test_evidence_parsing_follows_the_protocol() -> None:
+    assert parse_ids(["D8:6; D9:17", "D:11:26", "D", "D1:3", "D1:3"]) == [
+        "D8:6",
+        "D9:17",
+        "D1:3",
+        "D1:3",
+    ]
+
+
+def test_missing_dataset_skips_with_a_message(tmp_path: Path) -> None:
+    out = tmp_path / "locomo.json"
+    env = os.environ | {"DEERFLOW_LOCOMO": str(tmp_path / "absent.json")}
+    done = run("--json", str(out), env=env)
+    assert done.returncode == 0, done.stderr
+    assert "not found" in done.stderr
+    assert not out.exists()
+
+
+@pytest.mark.timeout(150)
+def test_first_conversation(tmp_path: Path) -> None:
+    if not dataset_path().is_file():
+        pytest.skip(f"LoCoMo dataset not found at {dataset_path()}")
+    out = tmp_path / "locomo.json"
+    done = run("--conversations", "1", "--json", str(out))
+    assert done.returncode == 0, done.stderr[-4000:]
+
+    results = json.loads(out.read_text())
+    assert results["dataset"]["conversations"] == 1
+    assert results["recorded_source"].endswith("locomo-retrieval-anchors.md")
+    for name in ("turns", "observations"):
+        measured = results["runs"][name]
+        assert measured["documents"] > 0
+        assert measured["questions"] == measured["all"]["n"] > 0
+        assert set(measured["by_category"]) <= {"1", "2", "3", "4"}
+        for k in KS:
+            assert 0.0 <= measured["all"][f"all@{k}"] <= measured["all"][f"R@{k}"] <= 1.0
+        recalls = [measured["all"][f"R@{k}"] for k in KS]
+        assert recalls == sorted(recalls)
+        assert measured["latency_ms"]["n"] == measured["questions"]
+    assert results["runs"]["turns"]["ceiling"]["all"] == 1.0
