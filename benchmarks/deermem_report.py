@@ -213,7 +213,7 @@ def rows(results: dict[str, Any]) -> list[dict[str, Any]]:
                 "p50": reindex["reading_files_seconds"]["p50"],
             },
             unit="s",
-            note="time inside storage.reload or storage.scan; the rest builds the index",
+            note="time inside storage.scan; the rest lists the users and builds the index",
         )
     )
     out.append(
@@ -344,7 +344,7 @@ def targets(results: dict[str, Any]) -> list[dict[str, Any]]:
                     stores[top]["spread"][which]["p99"],
                     5.0,
                     "ms",
-                    "pass 1 includes each user's first bucket load" if which == "pass1" else "",
+                    "pass 1: users this manager had not read yet" if which == "pass1" else "",
                 )
             )
     ordered = sorted(stores, key=int)

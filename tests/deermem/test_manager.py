@@ -437,3 +437,14 @@ def test_search_works_on_a_storage_without_a_load_facts_override(tmp_path: Path)
     assert [r["content"] for r in manager.search("ramen", user_id="u")] == ["likes ramen"]
     fresh = make(tmp_path)  # cold cache: only the hits are read
     assert [r["content"] for r in fresh.search("ramen", user_id="u")] == ["likes ramen"]
+
+
+def test_search_hits_read_one_by_one_see_edits_after_reload(tmp_path: Path) -> None:
+    make(tmp_path).create_fact("Edits with vim", user_id="u")
+    fresh = make(tmp_path)  # nothing cached: search reads only its hit
+    (hit,) = fresh.search("vim", user_id="u")
+    path = UserPaths(tmp_path, "u").fact_file("__default__", hit["id"])
+    path.write_text(path.read_text().replace("Edits with vim\n", "Edits with vim and helix\n"))
+    assert fresh.search("vim", user_id="u")[0]["content"] == "Edits with vim", "cached"
+    fresh.reload_memory(user_id="u")
+    assert fresh.search("vim", user_id="u")[0]["content"] == "Edits with vim and helix"

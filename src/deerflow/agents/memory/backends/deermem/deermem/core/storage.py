@@ -56,6 +56,7 @@ from deerflow.agents.memory.manager import (
 __all__ = ["FileMemoryStorage", "MemoryStorage", "load_storage"]
 
 DOCUMENT_VERSION: Final = "2.0"
+SINGLES_CACHE_SIZE: Final = 4096
 # Fields whose change alone does not make a new fact revision.
 _BOOKKEEPING: Final = frozenset({"revision", "updatedAt"})
 
@@ -128,6 +129,8 @@ class FileMemoryStorage(MemoryStorage):
         self._guard = threading.Lock()
         self._locks: dict[str, UserLock] = {}
         self._buckets: dict[tuple[str, str], _Bucket] = {}
+        # Facts read one by one (search hits) of buckets not read whole, per memory.json state.
+        self._singles: dict[tuple[str, str], _Bucket] = {}
 
     # -- reading -------------------------------------------------------------------------------
 
@@ -147,6 +150,7 @@ class FileMemoryStorage(MemoryStorage):
             manifest = self._recovered_manifest(paths)
             facts = self._read_bucket(paths, raw_user, bucket)
             self._buckets[(paths.user_key, bucket)] = _Bucket(manifest.raw, facts)
+            self._singles.pop((paths.user_key, bucket), None)
             return self._snapshot(paths, raw_user, bucket, manifest, facts)
 
     def load_facts(
@@ -155,18 +159,31 @@ class FileMemoryStorage(MemoryStorage):
         paths, raw_user, bucket = self._scope(user_id, agent_name)
         migrate_if_needed(self, raw_user)
         manifest = self._read_manifest(paths)
-        cached = self._buckets.get((paths.user_key, bucket))
-        if cached is not None and cached.manifest == manifest.raw:
-            facts: Mapping[str, Mapping[str, Any]] = cached.facts
-            return manifest.revision, {i: facts[i] for i in fact_ids if i in facts}
+        wanted = list(fact_ids)
+        key = (paths.user_key, bucket)
+        whole = self._buckets.get(key)
+        if whole is not None and whole.manifest == manifest.raw:
+            return manifest.revision, _pick(whole.facts, wanted)
+        singles = self._singles.get(key)
+        fresh = singles is not None and singles.manifest == manifest.raw
+        if fresh and singles is not None and all(i in singles.facts for i in wanted):
+            return manifest.revision, _pick(singles.facts, wanted)
         with self._lock(paths).hold():  # a half-done commit must be settled before reading
             manifest = self._recovered_manifest(paths)
-            found: dict[str, Mapping[str, Any]] = {}
-            for fact_id in fact_ids:
-                stored = self._stored(paths, raw_user, (bucket, fact_id))
+            singles = self._singles.get(key)
+            if singles is None or singles.manifest != manifest.raw:
+                if len(self._singles) >= SINGLES_CACHE_SIZE:
+                    self._singles.clear()
+                singles = self._singles[key] = _Bucket(manifest.raw, {})
+            for fact_id in wanted:
+                stored = (
+                    None
+                    if fact_id in singles.facts
+                    else self._stored(paths, raw_user, (bucket, fact_id))
+                )
                 if stored is not None:
-                    found[fact_id] = stored[1]
-            return manifest.revision, found
+                    singles.facts[fact_id] = stored[1]
+            return manifest.revision, _pick(singles.facts, wanted)
 
     def read_history(self, user_id: str | None) -> list[dict[str, Any]]:
         paths, raw_user, _ = self._scope(user_id, None)
@@ -286,8 +303,9 @@ class FileMemoryStorage(MemoryStorage):
         )
 
     def _drop_cache(self, user_key: str) -> None:
-        for key in [key for key in self._buckets if key[0] == user_key]:
-            del self._buckets[key]
+        for cache in (self._buckets, self._singles):
+            for key in [key for key in cache if key[0] == user_key]:
+                del cache[key]
 
     # -- writing -------------------------------------------------------------------------------
 
@@ -429,6 +447,12 @@ class FileMemoryStorage(MemoryStorage):
                     else:
                         facts[key[1]] = records[key]
             self._buckets[(cached_user, bucket)] = _Bucket(new_manifest, facts)
+
+
+def _pick(
+    facts: Mapping[str, Mapping[str, Any]], ids: Iterable[str]
+) -> dict[str, Mapping[str, Any]]:
+    return {fact_id: facts[fact_id] for fact_id in ids if fact_id in facts}
 
 
 def _check_preconditions(
