@@ -46,6 +46,7 @@ from deerflow.agents.memory.backends.deermem.deermem.core.fts_query import (
     search_sql,
     segment,
 )
+from deerflow.agents.memory.backends.deermem.deermem.core.sqlite import immediate_transaction
 from deerflow.agents.memory.manager import MemoryCorruptionError
 
 __all__ = ["TOKENIZER", "IndexCorruptionError", "IndexedFact", "RetrievalIndex", "SearchHit"]
@@ -358,15 +359,9 @@ class RetrievalIndex:
 
     @contextmanager
     def _write(self) -> Iterator[sqlite3.Connection]:
-        """One write transaction; IMMEDIATE takes the write lock up front, so no upgrade fails."""
-        with self._guard():
-            self._conn.execute("BEGIN IMMEDIATE")
-            try:
-                yield self._conn
-            except BaseException:
-                self._conn.execute("ROLLBACK")
-                raise
-            self._conn.execute("COMMIT")
+        """One write transaction on this object's connection (see `immediate_transaction`)."""
+        with self._guard(), immediate_transaction(self._conn) as conn:
+            yield conn
 
 
 def _upsert(

@@ -61,6 +61,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final, NamedTuple
 
+from deerflow.agents.memory.backends.deermem.deermem.core.sqlite import immediate_transaction
 from deerflow.agents.memory.manager import MemoryCorruptionError, MemoryManagerError
 
 __all__ = ["DurableQueue", "QueueFullError", "QueueItem", "QueueKey"]
@@ -508,15 +509,9 @@ class DurableQueue:
 
     @contextmanager
     def _write(self) -> Iterator[sqlite3.Connection]:
-        """One write transaction; IMMEDIATE takes the write lock up front, so no upgrade fails."""
-        with self._lock:
-            self._conn.execute("BEGIN IMMEDIATE")
-            try:
-                yield self._conn
-            except BaseException:
-                self._conn.execute("ROLLBACK")
-                raise
-            self._conn.execute("COMMIT")
+        """One write transaction on this object's connection (see `immediate_transaction`)."""
+        with self._lock, immediate_transaction(self._conn) as conn:
+            yield conn
 
 
 def _migrate(conn: sqlite3.Connection) -> None:
