@@ -125,6 +125,10 @@ def shared_cl100k_base() -> tiktoken.Encoding:
         return _shared()
 
 
+MEMO_SIZE: Final = 16_384
+MEMO_MAX_CHARS: Final = 1_000
+
+
 class TokenCounter:
     """Counts tokens with cl100k_base once it is loaded, with `estimate_tokens` before or without.
 
@@ -142,6 +146,9 @@ class TokenCounter:
         self._encoding: tiktoken.Encoding | None = None
         self._attempted = False
         self._lock = threading.Lock()
+        # Injection re-counts the same fact lines on every render; remembering short lines
+        # turns most counts into a dict lookup.
+        self._memo: dict[str, int] = {}
 
     @property
     def ready(self) -> bool:
@@ -170,4 +177,12 @@ class TokenCounter:
         encoding = self._encoding
         if encoding is None:
             return estimate_tokens(text)
-        return len(encoding.encode_ordinary(text))
+        known = self._memo.get(text)
+        if known is not None:
+            return known
+        tokens = len(encoding.encode_ordinary(text))
+        if len(text) <= MEMO_MAX_CHARS:
+            if len(self._memo) >= MEMO_SIZE:
+                self._memo.clear()
+            self._memo[text] = tokens
+        return tokens
