@@ -7,6 +7,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from deerflow.agents.memory.backends.deermem.deermem.core.changes import ChangeSet, MemorySnapshot
+from deerflow.agents.memory.backends.deermem.deermem.core.factfile import OPTIONAL_PUBLIC_FIELDS
 from deerflow.agents.memory.backends.deermem.deermem.core.paths import FACT_ID_PATTERN
 from deerflow.agents.memory.backends.deermem.deermem.core.scrub import refuse_secrets
 from deerflow.agents.memory.backends.deermem.deermem.governance import normalized
@@ -20,10 +21,6 @@ from deerflow.agents.memory.manager import (
 __all__ = ["imported_changes"]
 
 _SOURCE_TYPES = ("manual", "consolidation", "import", "conversation", "unknown")
-
-# Optional fact fields an import may carry over as they are.
-_CARRIED = ("sourceError", "expected_valid_days", "lastConfirmedAt", "confirmationCount",
-            "consolidatedFrom", "topics", "event_time")  # fmt: skip
 
 
 def imported_changes(data: Any, snapshot: MemorySnapshot, *, max_facts: int) -> ChangeSet:
@@ -115,7 +112,7 @@ def _record(raw: Any, number: int, snapshot: MemorySnapshot, now: str) -> dict[s
         "agent_name": snapshot.bucket,
         "content": content,
     }
-    record.update((key, raw[key]) for key in _CARRIED if raw.get(key) is not None)
+    record.update((key, raw[key]) for key in OPTIONAL_PUBLIC_FIELDS if raw.get(key) is not None)
     return record
 
 

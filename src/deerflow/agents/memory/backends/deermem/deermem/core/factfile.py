@@ -23,6 +23,16 @@ __all__ = [
 
 SCHEMA_VERSION: Final = 1
 TITLE_MAX_CHARS: Final = 160
+# Optional fields of SPEC §5.3, written to the file and returned in the public fact dict.
+OPTIONAL_PUBLIC_FIELDS: Final = (
+    "sourceError",
+    "expected_valid_days",
+    "lastConfirmedAt",
+    "confirmationCount",
+    "consolidatedFrom",
+    "topics",
+    "event_time",
+)
 # Written in this order; keys the schema does not know follow, sorted, and are kept on rewrite.
 FRONT_MATTER_ORDER: Final = (
     "id",
@@ -36,22 +46,7 @@ FRONT_MATTER_ORDER: Final = (
     "user_id",
     "agent_name",
     "schemaVersion",
-    "sourceError",
-    "expected_valid_days",
-    "lastConfirmedAt",
-    "confirmationCount",
-    "consolidatedFrom",
-    "topics",
-    "event_time",
-)
-OPTIONAL_PUBLIC_FIELDS: Final = (
-    "sourceError",
-    "expected_valid_days",
-    "lastConfirmedAt",
-    "confirmationCount",
-    "consolidatedFrom",
-    "topics",
-    "event_time",
+    *OPTIONAL_PUBLIC_FIELDS,
 )
 
 

@@ -46,7 +46,10 @@ from deerflow.agents.memory.backends.deermem.deermem.core.fts_query import (
     search_sql,
     segment,
 )
-from deerflow.agents.memory.backends.deermem.deermem.core.sqlite import immediate_transaction
+from deerflow.agents.memory.backends.deermem.deermem.core.sqlite import (
+    apply_migrations,
+    immediate_transaction,
+)
 from deerflow.agents.memory.manager import MemoryCorruptionError
 
 __all__ = ["TOKENIZER", "IndexCorruptionError", "IndexedFact", "RetrievalIndex", "SearchHit"]
@@ -131,7 +134,7 @@ class RetrievalIndex:
                 # Derived data: losing the last commits on power loss only costs a rebuild.
                 self._conn.execute("PRAGMA synchronous=NORMAL")
             with self._write() as conn:
-                self._migrate(conn)
+                apply_migrations(conn, MIGRATIONS)
                 _retokenize(conn)
                 self._cut = self._choose_segmenter(conn)
         except BaseException:
@@ -313,14 +316,6 @@ class RetrievalIndex:
                     continue
                 return [SearchHit(fact_id, score) for fact_id, score in rows]
         return []
-
-    def _migrate(self, conn: sqlite3.Connection) -> None:
-        conn.execute("CREATE TABLE IF NOT EXISTS migrations (version INTEGER PRIMARY KEY)")
-        (version,) = conn.execute("SELECT coalesce(max(version), 0) FROM migrations").fetchone()
-        for number, statements in enumerate(MIGRATIONS[version:], start=version + 1):
-            for statement in statements:
-                conn.execute(statement)
-            conn.execute("INSERT INTO migrations (version) VALUES (?)", (number,))
 
     def _choose_segmenter(self, conn: sqlite3.Connection) -> Cut:
         """The CJK segmenter recorded in the index; a new index records jieba if importable.

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 
-__all__ = ["immediate_transaction"]
+__all__ = ["apply_migrations", "immediate_transaction"]
 
 
 @contextmanager
@@ -22,3 +22,16 @@ def immediate_transaction(conn: sqlite3.Connection) -> Iterator[sqlite3.Connecti
         conn.execute("ROLLBACK")
         raise
     conn.execute("COMMIT")
+
+
+def apply_migrations(conn: sqlite3.Connection, migrations: Sequence[Sequence[str]]) -> None:
+    """Bring the schema up to date: `migrations[i]` takes it from version i to i + 1.
+
+    Applied versions are recorded in a `migrations` table; run it inside a write transaction.
+    """
+    conn.execute("CREATE TABLE IF NOT EXISTS migrations (version INTEGER PRIMARY KEY)")
+    (version,) = conn.execute("SELECT coalesce(max(version), 0) FROM migrations").fetchone()
+    for number, statements in enumerate(migrations[version:], start=version + 1):
+        for statement in statements:
+            conn.execute(statement)
+        conn.execute("INSERT INTO migrations (version) VALUES (?)", (number,))

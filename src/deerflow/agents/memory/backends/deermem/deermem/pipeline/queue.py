@@ -61,7 +61,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final, NamedTuple
 
-from deerflow.agents.memory.backends.deermem.deermem.core.sqlite import immediate_transaction
+from deerflow.agents.memory.backends.deermem.deermem.core.sqlite import (
+    apply_migrations,
+    immediate_transaction,
+)
 from deerflow.agents.memory.manager import MemoryCorruptionError, MemoryManagerError
 
 __all__ = ["DurableQueue", "QueueFullError", "QueueItem", "QueueKey"]
@@ -208,7 +211,7 @@ class DurableQueue:
             self._conn.execute("PRAGMA journal_mode=WAL")
             self._conn.execute(f"PRAGMA synchronous={'FULL' if fsync else 'NORMAL'}")
             with self._write() as conn:
-                _migrate(conn)
+                apply_migrations(conn, MIGRATIONS)
         except sqlite3.DatabaseError as exc:
             self._conn.close()
             if getattr(exc, "sqlite_errorcode", 0) & 0xFF in _CORRUPTION_CODES:
@@ -512,15 +515,6 @@ class DurableQueue:
         """One write transaction on this object's connection (see `immediate_transaction`)."""
         with self._lock, immediate_transaction(self._conn) as conn:
             yield conn
-
-
-def _migrate(conn: sqlite3.Connection) -> None:
-    conn.execute("CREATE TABLE IF NOT EXISTS migrations (version INTEGER PRIMARY KEY)")
-    (version,) = conn.execute("SELECT coalesce(max(version), 0) FROM migrations").fetchone()
-    for number, statements in enumerate(MIGRATIONS[version:], start=version + 1):
-        for statement in statements:
-            conn.execute(statement)
-        conn.execute("INSERT INTO migrations (version) VALUES (?)", (number,))
 
 
 def _insert(
