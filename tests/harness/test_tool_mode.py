@@ -60,6 +60,7 @@ def test_the_model_adds_a_fact_and_finds_it_again(deermem: MemoryManager, how: H
         "You prefer pnpm.",
         tool_call("memory_search", {"query": "pnpm"}, "3"),
         "I know nothing about that.",
+        "Hello again.",
     )
     wiring = wire_memory(tool_config(), deermem, agent_name=None, tools=[], model=model)
     agent = build_agent(model, wiring)
@@ -75,6 +76,9 @@ def test_the_model_adds_a_fact_and_finds_it_again(deermem: MemoryManager, how: H
 
     bob = run_turn(agent, "What do I use?", thread="b", user="bob", how=how)
     assert results(bob) == [{"facts": [], "count": 0}], "another user's tools see nothing"
+
+    run_turn(agent, "Hello", thread="t2", user="alice", how=how)
+    assert "Prefers pnpm" not in model.system_prompts()[-1], "tool mode injects no facts"
 
 
 def test_arguments_cannot_choose_the_user_and_bad_ones_come_back_as_errors(
