@@ -6,13 +6,14 @@ from deerflow.config.loader import (
     resolve_config_path,
     runtime_home,
 )
-from deerflow.config.schema import AppConfig, MemoryConfig, ModelConfig
+from deerflow.config.schema import AppConfig, MemoryConfig, ModelConfig, SummarizationConfig
 
 __all__ = [
     "AppConfig",
     "ConfigError",
     "MemoryConfig",
     "ModelConfig",
+    "SummarizationConfig",
     "load_config",
     "resolve_config_path",
     "runtime_home",

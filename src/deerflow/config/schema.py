@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-__all__ = ["AppConfig", "ConfigSection", "MemoryConfig", "ModelConfig"]
+__all__ = ["AppConfig", "ConfigSection", "MemoryConfig", "ModelConfig", "SummarizationConfig"]
 
 
 class ConfigSection(BaseModel):
@@ -59,11 +59,36 @@ class MemoryConfig(ConfigSection):
         return {} if value is None else value
 
 
+class SummarizationConfig(ConfigSection):
+    """The `summarization:` block: when the agent compacts a long thread, and what it keeps.
+
+    Summarisation runs before a model call once the thread reaches `trigger_tokens` (approximate
+    count) or `trigger_messages`, whichever comes first; everything but the last `keep_messages`
+    messages is replaced by a summary. With memory on, the replaced messages are handed to the
+    backend's `add_nowait` first, so nothing compacted away is lost to memory.
+    """
+
+    enabled: bool = True
+    trigger_tokens: int | None = Field(default=20000, gt=0)
+    trigger_messages: int | None = Field(default=None, gt=0)
+    keep_messages: int = Field(default=20, gt=0)
+
+    @model_validator(mode="after")
+    def _needs_a_trigger(self) -> SummarizationConfig:
+        if self.enabled and self.trigger_tokens is None and self.trigger_messages is None:
+            raise ValueError(
+                "enabled summarisation needs trigger_tokens or trigger_messages "
+                "(or set enabled: false)"
+            )
+        return self
+
+
 class AppConfig(ConfigSection):
     """The whole `config.yaml`."""
 
     models: list[ModelConfig] = Field(default_factory=list)
     memory: MemoryConfig = Field(default_factory=MemoryConfig)
+    summarization: SummarizationConfig = Field(default_factory=SummarizationConfig)
 
     @field_validator("models")
     @classmethod
