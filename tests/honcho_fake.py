@@ -41,7 +41,7 @@ class FakeState:
     workspaces: dict[str, FakeWorkspace] = field(default_factory=dict)
     requests: list[str] = field(default_factory=list)  # "METHOD /path"
     api_key: str | None = None
-    delay_seconds: float = 0.0  # every /v3 answer waits this long
+    delay_seconds: float = 0.0  # every /v3 answer is sent this long after the work is done
     fail_status: int | None = None  # every /v3 request is answered with this status
 
     def session_messages(self, workspace: str, session: str) -> list[dict[str, Any]]:
@@ -82,8 +82,6 @@ def build_app(state: FakeState) -> FastAPI:
         state.requests.append(f"{request.method} {request.url.path}")
         if not request.url.path.startswith("/v3/"):
             return await call_next(request)
-        if state.delay_seconds:
-            await asyncio.sleep(state.delay_seconds)
         sent = request.headers.get("authorization", "")
         if state.fail_status is not None:
             # A careless server that echoes the credentials it received.
@@ -91,7 +89,10 @@ def build_app(state: FakeState) -> FastAPI:
             return JSONResponse({"detail": detail}, status_code=state.fail_status)
         if state.api_key is not None and sent != f"Bearer {state.api_key}":
             return JSONResponse({"detail": "Invalid API key"}, status_code=401)
-        return await call_next(request)
+        response = await call_next(request)
+        # After the work: a client that gives up has not stopped the write.
+        await asyncio.sleep(state.delay_seconds)
+        return response
 
     @app.exception_handler(_NotFound)
     async def not_found(request: Request, exc: _NotFound) -> JSONResponse:

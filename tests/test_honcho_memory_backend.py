@@ -325,6 +325,23 @@ def test_log_and_drop_sends_the_dropped_turns_with_the_next_one(
     assert texts == ["one", "two", "three", "four", "five", "six"]
 
 
+def test_a_write_that_timed_out_but_was_stored_is_not_repeated(honcho: FakeHoncho) -> None:
+    manager = build(honcho.url, timeout_seconds=0.3)
+    manager.add("t1", conversation("one", "two"), user_id="u")
+    honcho.state.delay_seconds = 0.6  # the server stores the batch after the client gave up
+    manager.add("t1", conversation("one", "two", "three", "four"), user_id="u")
+    stored_late = threading.Event()
+    for _ in range(100):
+        if len(stored(honcho, "u", "t1")) == 4:
+            stored_late.set()
+            break
+        stored_late.wait(0.05)
+    assert stored_late.is_set()
+    honcho.state.delay_seconds = 0.0
+    manager.add("t1", conversation("one", "two", "three", "four"), user_id="u")
+    assert [text for _, text in stored(honcho, "u", "t1")] == ["one", "two", "three", "four"]
+
+
 def test_write_policy_raise_surfaces_the_failure() -> None:
     manager = build(closed_port_url(), failure_policy={"write": "raise"})
     with pytest.raises(MemoryManagerError, match="Honcho write"):

@@ -134,6 +134,8 @@ class HonchoMemoryManager(MemoryManager):
                     self._sessions.drop(key)
                     self._send(key, assistant, outgoing, self._open(key, assistant))
         except HonchoCallError as exc:
+            # A batch that timed out may still have been stored: the next write asks Honcho.
+            self._sessions.drop(key)
             if self._config.failure_policy.write == "raise":
                 raise MemoryManagerError(
                     f"Honcho write of thread {thread_id!r} failed: {exc}"
