@@ -505,6 +505,24 @@ def test_manager_class_honcho_in_config_yaml_is_all_it_takes(
     assert manager.search("bees", user_id="alice")[0]["content"] == "I keep bees."
 
 
+def test_the_documented_config_works(
+    honcho: FakeHoncho, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    page = (Path(__file__).resolve().parents[1] / "docs" / "backend-honcho.md").read_text()
+    documented = re.search(r"```yaml\n(memory:.*?)```", page, re.S)
+    assert documented, "docs/backend-honcho.md lost its config example"
+    config_file = tmp_path / "config.yaml"
+    config_file.write_text(
+        documented.group(1).replace("http://localhost:8000", honcho.url), encoding="utf-8"
+    )
+    monkeypatch.setenv("HONCHO_API_KEY", SECRET)
+    honcho.state.api_key = SECRET
+    manager = build_memory_manager(load_config(config_file).memory, home=tmp_path)
+    manager.add("t1", conversation("I keep bees.", "Lovely."), user_id="alice")
+    assert "I keep bees." in manager.get_context("alice")
+    manager.close()
+
+
 def test_the_defaults_build_without_a_server(tmp_path: Path) -> None:
     config_file = tmp_path / "config.yaml"
     config_file.write_text("memory:\n  manager_class: honcho\n", encoding="utf-8")
