@@ -28,6 +28,7 @@ from deerflow.agents.memory.manager import (
     MemoryReadError,
     build_memory_manager,
     get_memory_manager,
+    keep_hidden_message,
     memory_read_failures_are_fatal,
     resolve_manager_class,
 )
@@ -241,9 +242,10 @@ def test_concurrent_writes_of_one_thread_send_each_message_once(
     assert texts == sorted(f"turn {i}" for i in range(10))
 
 
-def test_hidden_tool_and_injected_messages_never_leave(
-    manager: HonchoMemoryManager, honcho: FakeHoncho
-) -> None:
+def test_hidden_tool_and_injected_messages_never_leave(honcho: FakeHoncho) -> None:
+    manager = HonchoMemoryManager.from_config(
+        {"base_url": honcho.url}, should_keep_hidden_message=keep_hidden_message
+    )
     messages = [
         SystemMessage("You are helpful.", id="s"),
         HumanMessage("<memory>old facts</memory>", id="inj"),
@@ -264,6 +266,9 @@ def test_hidden_tool_and_injected_messages_never_leave(
         ("user", "I ride a bike."),
         ("assistant", "Good to know."),
     ]
+    # Built without the host's hook, as DeerMem and OpenViking: no hidden message at all.
+    build(honcho.url).add("t2", messages, user_id="u")
+    assert ("user", "clarified: vegetarian") not in stored(honcho, "u", "t2")
 
 
 def test_the_hosts_keep_hook_decides_about_hidden_messages(honcho: FakeHoncho) -> None:

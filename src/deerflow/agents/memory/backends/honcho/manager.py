@@ -38,7 +38,6 @@ from deerflow.agents.memory.manager import (
     MemoryManagerError,
     MemoryMode,
     MemoryReadError,
-    keep_hidden_message,
     validate_category,
 )
 
@@ -62,7 +61,8 @@ class HonchoMemoryManager(MemoryManager):
 
     _config: HonchoConfig = PrivateAttr()
     _client: HonchoClient = PrivateAttr()
-    _keep_hidden: Callable[[dict[str, Any]], bool] = PrivateAttr()
+    # The host's `should_keep_hidden_message`; without it every hidden message is dropped.
+    _keep_hidden: Callable[[dict[str, Any]], bool] | None = PrivateAttr(default=None)
     _sessions: SessionStates = PrivateAttr(default_factory=SessionStates)
 
     @classmethod
@@ -72,15 +72,11 @@ class HonchoMemoryManager(MemoryManager):
         manager = cls(
             backend_config=backend_config, mode=mode, callbacks=host_hooks.get("callbacks")
         )
-        keep_hidden = host_hooks.get("should_keep_hidden_message")
-        if keep_hidden is not None:
-            manager._keep_hidden = keep_hidden
+        manager._keep_hidden = host_hooks.get("should_keep_hidden_message")
         return manager
 
     def model_post_init(self, context: Any, /) -> None:
         self._config = parse_config(self.backend_config)
-        # The host's rule by default, so that direct construction filters as the factory does.
-        self._keep_hidden = keep_hidden_message
         # The client connects lazily: building it makes no request.
         self._client = HonchoClient(
             base_url=self._config.base_url,
