@@ -5,6 +5,15 @@ from deerflow.agents.memory.manager import MemoryManager, get_memory_manager
 
 from deerflow.agents.memory.base import MemoryManager, MemoryMode, parse_backend_config
 from deerflow.agents.memory.callbacks import MemoryCallbacks
+from deerflow.agents.memory.conversation import (
+    ConversationMessage,
+    MessageRole,
+    is_hidden,
+    is_memory_injection,
+    read_message,
+    strip_memory_blocks,
+    strip_upload_blocks,
+)
 from deerflow.agents.memory.document import (
     FACT_CATEGORIES,
     Fact,
@@ -34,11 +43,19 @@ from deerflow.agents.memory.factory import (
     reset_memory_manager,
     resolve_manager_class,
 )
-from deerflow.agents.memory.hooks import HostHooks, default_host_hooks
+from deerflow.agents.memory.hooks import HostHooks, default_host_hooks, keep_hidden_message
+from deerflow.agents.memory.identity import (
+    DEFAULT_USER,
+    checked_id,
+    checked_user_id,
+    slug_with_digest,
+)
 from deerflow.importing import import_object
 
 __all__ = [
+    "DEFAULT_USER",
     "FACT_CATEGORIES",
+    "ConversationMessage",
     "DuplicateFactError",
     "Fact",
     "FactEvictedError",
@@ -54,16 +71,26 @@ __all__ = [
     "MemoryMode",
     "MemoryReadError",
     "MemoryUnsupportedError",
+    "MessageRole",
     "available_backends",
     "build_memory_manager",
+    "checked_id",
+    "checked_user_id",
     "default_host_hooks",
     "empty_document",
     "get_memory_manager",
     "import_object",
+    "is_hidden",
+    "is_memory_injection",
+    "keep_hidden_message",
     "memory_read_failures_are_fatal",
     "parse_backend_config",
+    "read_message",
     "reset_memory_manager",
     "resolve_manager_class",
+    "slug_with_digest",
+    "strip_memory_blocks",
+    "strip_upload_blocks",
     "utc_now",
     "validate_category",
     "validate_confidence",

@@ -7,6 +7,8 @@ import re
 from pathlib import Path
 from typing import Final
 
+from deerflow.agents.memory.manager import DEFAULT_USER, checked_user_id, slug_with_digest
+
 __all__ = [
     "AGENT_NAME_PATTERN",
     "DEFAULT_AGENT",
@@ -21,11 +23,8 @@ __all__ = [
 AGENT_NAME_PATTERN: Final = re.compile(r"^[A-Za-z0-9-]+$")
 FACT_ID_PATTERN: Final = re.compile(r"^fact_[0-9a-f]{8,64}$")
 DEFAULT_AGENT: Final = "__default__"
-DEFAULT_USER: Final = "default"
-MAX_USER_ID_LENGTH: Final = 1024
 
 _SAFE_USER_ID = re.compile(r"^[A-Za-z0-9_-]+$")
-_SLUG_RUN = re.compile(r"[^A-Za-z0-9]+")
 
 
 def safe_user_id(user_id: str | None) -> str:
@@ -37,18 +36,10 @@ def safe_user_id(user_id: str | None) -> str:
     Raises:
         ValueError: an empty id, one longer than 1024 characters, or one containing NUL.
     """
-    raw = DEFAULT_USER if user_id is None else user_id
-    if not isinstance(raw, str) or not raw:
-        raise ValueError("user_id: must be non-empty text")
-    if len(raw) > MAX_USER_ID_LENGTH:
-        raise ValueError(f"user_id: longer than {MAX_USER_ID_LENGTH} characters")
-    if "\x00" in raw:
-        raise ValueError("user_id: must not contain NUL")
+    raw = checked_user_id(user_id)
     if _SAFE_USER_ID.match(raw) and len(raw) <= 64:
         return raw
-    slug = _SLUG_RUN.sub("-", raw).strip("-")[:40] or "user"
-    digest = hashlib.sha256(raw.encode("utf-8")).hexdigest()[:16]
-    return f"{slug}.{digest}"
+    return slug_with_digest(raw, ".", "user")
 
 
 def bucket_name(agent_name: str | None) -> str:

@@ -10,36 +10,26 @@ they got. Signals (correction, preference, …) are then looked for in the lates
 from __future__ import annotations
 
 import hashlib
-import re
-import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Final, Literal
+from typing import Any, Final
 
 from deerflow.agents.memory.backends.deermem.deermem.pipeline.signals import SignalPatterns
+from deerflow.agents.memory.manager import (
+    MessageRole,
+    is_hidden,
+    is_memory_injection,
+    read_message,
+    strip_memory_blocks,
+    strip_upload_blocks,
+)
 
-__all__ = ["SIGNAL_WINDOW", "PreparedConversation", "Role", "Turn", "prepare_conversation"]
-
-Role = Literal["user", "assistant"]
+__all__ = ["SIGNAL_WINDOW", "PreparedConversation", "Turn", "prepare_conversation"]
 
 # Signals are looked for in the user turns among this many latest kept turns: what the user says
 # now, not what they said (and may have taken back) long ago.
 SIGNAL_WINDOW: Final = 6
 
-# Message types (BaseMessage.type, ChatMessage.role, a dict's "role") that memory reads.
-_ROLES: Final[Mapping[str, Role]] = {
-    "human": "user",
-    "user": "user",
-    "HumanMessageChunk": "user",
-    "ai": "assistant",
-    "assistant": "assistant",
-    "AIMessageChunk": "assistant",
-}
-_MEMORY_BLOCK: Final = re.compile(r"<memory>.*?</memory>", re.DOTALL)
-_UPLOAD_BLOCK: Final = re.compile(
-    r"<(uploaded_files|current_uploads)\b[^>]*>.*?</\1>", re.DOTALL | re.IGNORECASE
-)
-_EXTRA_BLANK_LINES: Final = re.compile(r"\n[ \t]*(?:\n[ \t]*)+\n")
 _HASH_PREFIX: Final = "sha256:"
 
 
@@ -53,7 +43,7 @@ class Turn:
         message_id: The LangChain message id, when the message had one.
     """
 
-    role: Role
+    role: MessageRole
     text: str
     message_id: str | None = None
 
@@ -95,17 +85,6 @@ class PreparedConversation:
     signals: frozenset[str]
 
 
-@dataclass(frozen=True, slots=True)
-class _Message:
-    """A message of either accepted shape, reduced to what filtering looks at."""
-
-    role: Role | None  # None: a kind memory never reads (system, tool, function, …)
-    text: str
-    message_id: str | None
-    additional_kwargs: dict[str, Any]
-    calls_tools: bool
-
-
 def prepare_conversation(
     messages: Sequence[Any],
     *,
@@ -132,17 +111,16 @@ def prepare_conversation(
     turns: list[Turn] = []
     # Set by a dropped upload-only or trivial user turn: its reply carries nothing either.
     skip_reply = False
-    for message in map(_read, messages):
-        if message.role is None or message.calls_tools or _hidden(message, keep_hidden):
+    for message in map(read_message, messages):
+        if message.role is None or message.calls_tools or is_hidden(message, keep_hidden):
             continue
         if message.role == "assistant":
-            text = _clean(message.text)
+            text = strip_memory_blocks(message.text)
             if text and not skip_reply:
                 turns.append(Turn("assistant", text, message.message_id))
             skip_reply = False
-        # A user message that opens with the memory block is the host's injection, hidden or not.
-        elif not message.text.lstrip().startswith("<memory>"):
-            text = _clean(_UPLOAD_BLOCK.sub("", message.text))
+        elif not is_memory_injection(message.text):
+            text = strip_memory_blocks(strip_upload_blocks(message.text))
             skip_reply = not text or patterns.is_trivial(text)
             if not skip_reply:
                 turns.append(Turn("user", text, message.message_id))
@@ -151,65 +129,3 @@ def prepare_conversation(
         return None
     recent = [turn.text for turn in turns[-SIGNAL_WINDOW:] if turn.role == "user"]
     return PreparedConversation(tuple(turns), patterns.detect(recent))
-
-
-def _read(message: Any) -> _Message:
-    # A LangChain message can only exist once langchain_core.messages is imported, so looking it
-    # up instead of importing it spares every process that never sees one ~200 ms of imports.
-    lc = sys.modules.get("langchain_core.messages")
-    if lc is not None and isinstance(message, lc.BaseMessage):
-        kind = message.role if isinstance(message, lc.ChatMessage) else message.type
-        extra = message.additional_kwargs
-        calls = (getattr(message, "tool_calls", None), getattr(message, "invalid_tool_calls", None))
-        return _Message(
-            _ROLES.get(kind),
-            _text(message.content),
-            message.id or None,
-            extra,
-            any(calls) or _legacy_tool_call(extra),
-        )
-    if isinstance(message, Mapping):
-        raw_extra = message.get("additional_kwargs")
-        extra = dict(raw_extra) if isinstance(raw_extra, Mapping) else {}
-        calls = (message.get("tool_calls"), message.get("function_call"))
-        raw_id = message.get("id")
-        return _Message(
-            _ROLES.get(str(message.get("role", message.get("type")))),
-            _text(message.get("content")),
-            str(raw_id) if raw_id not in (None, "") else None,
-            extra,
-            any(calls) or _legacy_tool_call(extra),
-        )
-    raise TypeError(f"expected a LangChain message or a dict, got {type(message).__name__}")
-
-
-def _legacy_tool_call(additional_kwargs: Mapping[str, Any]) -> bool:
-    """OpenAI-style tool calls that older integrations leave in `additional_kwargs`."""
-    return bool(additional_kwargs.get("tool_calls") or additional_kwargs.get("function_call"))
-
-
-def _text(content: Any) -> str:
-    """The text of a message's content: a string, or the text blocks of a block list."""
-    if isinstance(content, str):
-        return content
-    if not isinstance(content, list):
-        return ""
-    parts = (
-        block if isinstance(block, str) else block.get("text")
-        for block in content
-        if isinstance(block, str) or (isinstance(block, Mapping) and block.get("type") == "text")
-    )
-    return "\n".join(part for part in parts if isinstance(part, str))
-
-
-def _hidden(message: _Message, keep_hidden: Callable[[dict[str, Any]], bool] | None) -> bool:
-    """A hidden message the host does not ask to keep."""
-    if not message.additional_kwargs.get("hide_from_ui"):
-        return False
-    # A copy: the hook must not be able to change the caller's message.
-    return keep_hidden is None or not keep_hidden(dict(message.additional_kwargs))
-
-
-def _clean(text: str) -> str:
-    """`text` without embedded `<memory>` blocks and the blank lines they leave behind."""
-    return _EXTRA_BLANK_LINES.sub("\n\n", _MEMORY_BLOCK.sub("", text)).strip()
