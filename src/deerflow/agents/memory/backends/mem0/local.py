@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
+import logging
 import os
 import threading
 from pathlib import Path
@@ -38,7 +39,8 @@ def import_mem0(root: Path) -> Any:
 
     mem0 reads `MEM0_TELEMETRY` and `MEM0_DIR` once, at its first import. Telemetry goes off (it
     would phone home and open a second Qdrant store) and mem0's own files go under `root`, unless
-    the operator set either variable.
+    the operator set either variable. mem0 logs memory text at INFO, so its logger starts at
+    WARNING unless the operator gave it a level.
 
     Raises:
         ValueError: mem0ai is not installed.
@@ -51,6 +53,9 @@ def import_mem0(root: Path) -> Any:
         )
     os.environ.setdefault("MEM0_TELEMETRY", "false")
     os.environ.setdefault("MEM0_DIR", str(root))
+    mem0_logger = logging.getLogger("mem0")
+    if mem0_logger.level == logging.NOTSET:
+        mem0_logger.setLevel(logging.WARNING)
     return importlib.import_module("mem0")
 
 
