@@ -435,6 +435,17 @@ def test_http_fact_crud_round_trip(server: FakeMem0Server, remote: Mem0MemoryMan
         remote.delete_fact(fact_id, user_id="alice")
 
 
+def test_ids_mem0_cannot_store_are_refused(
+    server: FakeMem0Server, remote: Mem0MemoryManager
+) -> None:
+    with pytest.raises(ValueError, match="user_id: mem0 ids cannot contain whitespace"):
+        remote.get_memory(user_id="alice smith")
+    with pytest.raises(ValueError, match="agent_name"):
+        remote.search("tea", user_id="alice", agent_name="my agent")
+    assert server.requests == [], "refused before any request"
+    assert remote.get_memory(user_id="")["facts"] == []  # empty: the default user
+
+
 # -- the factory: `manager_class: mem0` is the only change ---------------------------------------
 
 

@@ -347,15 +347,15 @@ class Mem0MemoryManager(MemoryManager):
     def _scope(
         self, user_id: str | None, agent_name: str | None, thread_id: str | None = None
     ) -> Scope:
-        """mem0's ids for a bucket.
+        """mem0's ids for a bucket; an empty user or agent is the default one, as elsewhere.
 
         Raises:
-            ValueError: an id mem0 cannot store (empty after trimming, or with whitespace).
+            ValueError: an id with whitespace, which mem0 cannot store.
         """
         named = (("user_id", user_id), ("agent_name", agent_name), ("thread_id", thread_id))
         for key, value in named:
-            if value is not None and (not value.strip() or any(c.isspace() for c in value)):
-                raise ValueError(f"{key}: mem0 ids must be non-empty without whitespace")
+            if value and any(c.isspace() for c in value):
+                raise ValueError(f"{key}: mem0 ids cannot contain whitespace (got {value!r})")
         return Scope(
             user_id=user_id or DEFAULT_USER,
             agent_id=agent_name or self._settings.default_agent_id,
