@@ -6,13 +6,15 @@ from deerflow.config.loader import (
     resolve_config_path,
     runtime_home,
 )
-from deerflow.config.schema import AppConfig, MemoryConfig, ModelConfig
+from deerflow.config.schema import AppConfig, AuthConfig, MemoryConfig, ModelConfig, ServerConfig
 
 __all__ = [
     "AppConfig",
+    "AuthConfig",
     "ConfigError",
     "MemoryConfig",
     "ModelConfig",
+    "ServerConfig",
     "load_config",
     "resolve_config_path",
     "runtime_home",

@@ -10,7 +10,14 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-__all__ = ["AppConfig", "ConfigSection", "MemoryConfig", "ModelConfig"]
+__all__ = [
+    "AppConfig",
+    "AuthConfig",
+    "ConfigSection",
+    "MemoryConfig",
+    "ModelConfig",
+    "ServerConfig",
+]
 
 
 class ConfigSection(BaseModel):
@@ -59,11 +66,29 @@ class MemoryConfig(ConfigSection):
         return {} if value is None else value
 
 
+class ServerConfig(ConfigSection):
+    """`server:`, where `deerflow serve` listens. The command line overrides each key."""
+
+    host: str = Field(default="127.0.0.1", min_length=1)
+    port: int = Field(default=8000, ge=0, le=65535)
+    # With `auth.mode: none` anyone who reaches the port owns the memory, so a non-loopback
+    # host needs this explicit consent.
+    allow_remote: bool = False
+
+
+class AuthConfig(ConfigSection):
+    """`auth:`, who may use the gateway. `token`: bearer tokens from `deerflow auth add-token`."""
+
+    mode: Literal["none", "token"] = "none"
+
+
 class AppConfig(ConfigSection):
     """The whole `config.yaml`."""
 
     models: list[ModelConfig] = Field(default_factory=list)
     memory: MemoryConfig = Field(default_factory=MemoryConfig)
+    server: ServerConfig = Field(default_factory=ServerConfig)
+    auth: AuthConfig = Field(default_factory=AuthConfig)
 
     @field_validator("models")
     @classmethod
