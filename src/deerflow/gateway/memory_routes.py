@@ -20,6 +20,7 @@ from deerflow.agents.memory.manager import MemoryManager, MemoryUnsupportedError
 from deerflow.gateway.auth import CurrentUser
 from deerflow.gateway.lifecycle import gateway_state, ready_manager
 from deerflow.gateway.schemas import (
+    Category,
     Change,
     DeletedFact,
     Fact,
@@ -116,7 +117,7 @@ async def search(
     manager: Manager,
     user: CurrentUser,
     q: Annotated[str, Query(min_length=1, max_length=1000, examples=["tea"])],
-    category: Annotated[str | None, Query(examples=["preference"])] = None,
+    category: Annotated[Category | None, Query(examples=["preference"])] = None,
     limit: Annotated[int, Query(ge=1, le=100)] = 10,
     agent_name: AgentName = None,
 ) -> Any:
@@ -181,8 +182,6 @@ async def update_fact(
     user: CurrentUser,
     agent_name: AgentName = None,
 ) -> Any:
-    if body.content is None and body.category is None and body.confidence is None:
-        raise ValueError("nothing to change: send content, category or confidence")
     document = await manager.aupdate_fact(
         fact_id,
         body.content,
