@@ -6,15 +6,16 @@ answers) get a fixed text; the full error goes to the log, redacted.
 
 from __future__ import annotations
 
+import functools
 import logging
+import re
 from collections.abc import Mapping
-from typing import Final, NamedTuple
+from typing import Any, Final, NamedTuple
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
-from starlette.routing import Match, Route
 
 from deerflow.agents.memory.manager import (
     DuplicateFactError,
@@ -141,14 +142,21 @@ async def _http_error(request: Request, exc: Exception) -> JSONResponse:
 
 
 def _allowed_methods(request: Request) -> set[str]:
-    """Every method some route serves at this path (Starlette's own `Allow` names one route's)."""
-    methods: set[str] = set()
-    for route in request.app.router.routes:
-        if isinstance(route, Route) and route.methods:
-            match, _ = route.matches(request.scope)
-            if match is not Match.NONE:
-                methods |= route.methods
-    return methods
+    """Every method the OpenAPI document lists for this path (Starlette's `Allow` names one
+    route's methods only)."""
+    paths: dict[str, dict[str, Any]] = request.app.openapi()["paths"]
+    return {
+        method.upper()
+        for template, operations in paths.items()
+        if _path_pattern(template).fullmatch(request.url.path)
+        for method in operations
+    }
+
+
+@functools.cache
+def _path_pattern(template: str) -> re.Pattern[str]:
+    """`/api/memory/facts/{fact_id}` → a pattern matching one path segment per parameter."""
+    return re.compile(re.sub(r"\\\{[^/]+?\\\}", "[^/]+", re.escape(template)))
 
 
 def install_error_handlers(app: FastAPI) -> None:
