@@ -24,6 +24,11 @@ export function setToken(token) {
   else sessionStorage.removeItem(TOKEN_KEY);
 }
 
+/** Whether a bearer token is being sent. */
+export function hasToken() {
+  return sessionStorage.getItem(TOKEN_KEY) !== null;
+}
+
 /** A same-origin URL with the non-empty `query` values set. */
 export function apiUrl(path, query = {}) {
   const url = new URL(path, window.location.origin);

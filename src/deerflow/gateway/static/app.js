@@ -68,6 +68,7 @@ async function loadStatus() {
   $("server-status").textContent = `Backend ${status.manager_class} · user ${status.user}`;
   replaceChildren($("agent-list"), ...status.agents.map((name) => el("option", { value: name })));
   showSupport();
+  return true;
 }
 
 async function loadConfig() {
@@ -83,8 +84,12 @@ async function searchResults(query) {
 
 /** Everything the page shows, read again (at start, and after a token is entered). */
 async function refreshAll() {
-  // The status first: it says which controls the backend supports.
-  await attempt(OP.status, loadStatus);
+  // The status first: it says which controls the backend supports, and a refused token stops
+  // here instead of failing every other request too.
+  if ((await attempt(OP.status, loadStatus)) === undefined) {
+    $("server-status").textContent = "Not connected: see the message below.";
+    return;
+  }
   await Promise.all([
     attempt(OP.load, () => loadMemory()),
     supports("get_history") && attempt(OP.history, loadHistory),
@@ -141,7 +146,6 @@ function showFacts() {
     save: supports("update_fact") ? save : null,
     remove: supports("delete_fact") ? remove : null,
   });
-  $("bucket-name").textContent = bucketLabel(state.agent);
   $("search-clear").hidden = !searching;
   $("sort-select").querySelector('option[value="relevance"]').hidden = !searching;
   $("facts-caption").textContent = caption(shown.length, facts.length, category);
@@ -223,6 +227,13 @@ async function revert(entry) {
   $("history-heading").scrollIntoView({ block: "nearest" });
 }
 
+/** What the Reload button of a conflict does: read the stored memory again, bypassing caches. */
+async function reloadAll() {
+  await loadMemory("POST", "/api/memory/reload");
+  if (supports("get_history")) await loadHistory();
+  return true;
+}
+
 async function afterChange() {
   await Promise.all([
     attempt(OP.load, () => loadMemory()),
@@ -274,6 +285,10 @@ async function switchAgent(event) {
   state.agent = $("agent-input").value.trim() || null;
   state.search = null;
   $("search-input").value = "";
+  // Nothing of the previous bucket stays on screen, even if the new one fails to load.
+  $("bucket-name").textContent = bucketLabel(state.agent);
+  $("fact-list").replaceChildren();
+  $("facts-caption").textContent = "";
   const hash = state.agent === null ? "" : `#agent=${encodeURIComponent(state.agent)}`;
   window.history.replaceState(null, "", `${window.location.pathname}${hash}`);
   const shown = await attempt(OP.load, () => loadMemory());
@@ -341,10 +356,11 @@ async function useToken(event) {
 }
 
 function start() {
-  setHandlers({ reload: () => loadMemory("POST", "/api/memory/reload"), unauthorized: askForToken });
+  setHandlers({ reload: reloadAll, unauthorized: askForToken });
   $("add-category").append(...categoryOptions("context"));
   $("category-filter").append(...categoryOptions(null));
   $("agent-input").value = state.agent ?? "";
+  $("bucket-name").textContent = bucketLabel(state.agent);
   $("chat-thread").textContent = state.threadId;
 
   $("agent-form").addEventListener("submit", switchAgent);

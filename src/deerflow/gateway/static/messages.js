@@ -1,6 +1,7 @@
 // What the page tells the user: one status line for successes, one alert for failures, each
 // failure worded by its HTTP status (SPEC §3) and the operation that failed.
 
+import { hasToken } from "./api.js";
 import { el, replaceChildren } from "./dom.js";
 
 /**
@@ -61,7 +62,9 @@ export function describe(error, operation) {
     case 422:
       return `Could not ${operation.doing}: ${detail}`;
     case 401:
-      return `Could not ${operation.doing}: this server needs an access token. Enter it above.`;
+      return hasToken()
+        ? `The access token was refused (${detail}): enter a valid one above.`
+        : "This server needs an access token: enter it above.";
     case 403:
       return `Not allowed to ${operation.doing}: ${detail}`;
     case 404:
