@@ -55,11 +55,9 @@ def serve(
             if memory.enabled
             else None
         )
-    try:
-        with handle_errors(json_output=False):
-            started = run_server(app_config, manager=manager)
-    finally:
-        if manager is not None:
-            manager.close()
+    # The gateway closes the manager at shutdown; uvicorn then re-raises SIGTERM/SIGINT, so
+    # nothing after run_server is guaranteed to run.
+    with handle_errors(json_output=False):
+        started = run_server(app_config, manager=manager)
     if not started:
         raise typer.Exit(1)

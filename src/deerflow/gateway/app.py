@@ -37,8 +37,8 @@ def create_app(
 ) -> FastAPI:
     """The gateway for `config`.
 
-    `manager`: use this backend instead of building one at startup; the caller then closes it
-    (the gateway still flushes its queue at shutdown). `home`: the runtime home (default
+    `manager`: serve this backend instead of building one at startup; the gateway flushes and
+    closes it at shutdown either way. `home`: the runtime home (default
     `$DEER_FLOW_HOME`), where the token file and custom agents live.
 
     Raises:

@@ -3,7 +3,8 @@
 Startup builds the manager (a bad backend stops the server before it listens), then warms it in
 the background: `/healthz` answers at once, `/readyz` and the memory routes answer 503 until the
 backend is warm. Shutdown waits for warming to end, gives the backend
-`memory.shutdown_flush_timeout_seconds` to write what is queued, then closes it.
+`memory.shutdown_flush_timeout_seconds` to write what is queued, then closes it (also a
+manager handed to `create_app`: the gateway owns the backend it serves).
 """
 
 from __future__ import annotations
@@ -46,8 +47,6 @@ class GatewayState:
     home: Path
     tokens: TokenStore | None
     manager: MemoryManager | None = None
-    # The lifespan closes only a manager it built; one handed to `create_app` is the caller's.
-    owns_manager: bool = False
     ready: bool = False
     warm_error: str | None = None
     warm_task: asyncio.Task[None] | None = field(default=None, repr=False)
@@ -108,7 +107,6 @@ async def lifespan(app: FastAPI) -> AsyncIterator[None]:
             home=state.home,
             host_hooks=default_host_hooks(state.config),
         )
-        state.owns_manager = True
     if state.manager is None:
         state.ready = True  # nothing to warm: memory is off
     else:
@@ -138,8 +136,7 @@ async def _shut_down(state: GatewayState) -> None:
             "memory writes still queued after %gs; a durable backend runs them at the next start",
             timeout,
         )
-    if state.owns_manager:
-        await manager.aclose()
+    await manager.aclose()
 
 
 health_router = APIRouter(tags=["health"])
