@@ -2,7 +2,7 @@
 
 import { call, setToken } from "./api.js";
 import { newThreadId, sendMessage } from "./chat.js";
-import { el, replaceChildren } from "./dom.js";
+import { el, replaceChildren, whileBusy } from "./dom.js";
 import { arrange, categoryOptions, focusFact, renderFacts } from "./facts.js";
 import { renderHistory } from "./history.js";
 import { OPERATIONS as OP, attempt, setHandlers, showNotice } from "./messages.js";
@@ -139,6 +139,8 @@ function showSummaries(memory) {
 
 function showFacts() {
   const searching = state.search !== null;
+  // Nothing read yet, or the backend cannot read the document (search may still work).
+  if (state.memory === null && !searching) return;
   const facts = searching ? state.search.results : state.memory.facts;
   const category = $("category-filter").value;
   const shown = arrange(facts, category, $("sort-select").value);
@@ -152,13 +154,14 @@ function showFacts() {
 }
 
 function caption(shown, total, category) {
-  const revision = `memory revision ${state.memory.revision}`;
+  const revision = state.memory === null ? "" : ` · memory revision ${state.memory.revision}`;
   if (state.search !== null) {
-    return `${shown} result${shown === 1 ? "" : "s"} for “${state.search.query}” · ${revision}`;
+    const results = `${shown} result${shown === 1 ? "" : "s"}`;
+    return `${results} for “${state.search.query}”${revision}`;
   }
-  if (total === 0) return `No facts yet: add one above, or chat with the agent. · ${revision}`;
+  if (total === 0) return `No facts yet: add one above, or chat with the agent.${revision}`;
   const filtered = category ? ` in ${category} (of ${total})` : "";
-  return `${shown} fact${shown === 1 ? "" : "s"}${filtered} · ${revision}`;
+  return `${shown} fact${shown === 1 ? "" : "s"}${filtered}${revision}`;
 }
 
 function bucketLabel(agent) {
@@ -175,9 +178,8 @@ async function create(event) {
     category: form.elements.category.value,
     confidence: Number(form.elements.confidence.value),
   };
-  const answer = await attempt(OP.create, () =>
-    call("POST", "/api/memory/facts", { query: memoryQuery(), json: body }),
-  );
+  const request = () => call("POST", "/api/memory/facts", { query: memoryQuery(), json: body });
+  const answer = await whileBusy(event.submitter, () => attempt(OP.create, request));
   if (answer === undefined) return;
   form.elements.content.value = "";
   showNotice(
@@ -286,6 +288,7 @@ async function switchAgent(event) {
   state.search = null;
   $("search-input").value = "";
   // Nothing of the previous bucket stays on screen, even if the new one fails to load.
+  state.memory = null;
   $("bucket-name").textContent = bucketLabel(state.agent);
   $("fact-list").replaceChildren();
   $("facts-caption").textContent = "";
@@ -308,7 +311,9 @@ async function importFile(event) {
   event.preventDefault();
   const input = $("import-file");
   const [file] = input.files;
-  const memory = await attempt(OP.import, () => importMemory(file, state.agent));
+  const memory = await whileBusy(event.submitter, () =>
+    attempt(OP.import, () => importMemory(file, state.agent)),
+  );
   if (memory === undefined) return;
   input.value = "";
   showNotice(`Imported ${file.name} into ${bucketLabel(state.agent)}.`);
@@ -328,15 +333,11 @@ async function chat(event) {
   const input = $("chat-input");
   const message = input.value.trim();
   if (message === "") return;
-  const button = event.currentTarget.querySelector("button");
-  button.disabled = true;
   input.value = "";
-  try {
-    await attempt(OP.chat, () => sendMessage($("chat-log"), state.threadId, message, state.agent));
-  } finally {
-    button.disabled = false;
-    input.focus();
-  }
+  await whileBusy(event.submitter, () =>
+    attempt(OP.chat, () => sendMessage($("chat-log"), state.threadId, message, state.agent)),
+  );
+  input.focus();
 }
 
 // -- start ------------------------------------------------------------------------------------

@@ -43,6 +43,9 @@ export function newThreadId() {
 
 /**
  * Send `message` on `threadId` and stream the reply into `log`.
+ *
+ * The route answers server-sent events: `token` `{content}` for each piece of the reply,
+ * `error` `{error, detail}` if the turn fails, `done` `{}` at the end. Others are ignored.
  * @throws {import("./api.js").ApiError} when the route refuses the request (401, 404, 501, …)
  */
 export async function sendMessage(log, threadId, message, agent) {
@@ -54,14 +57,24 @@ export async function sendMessage(log, threadId, message, agent) {
   const reply = el("span", {});
   const line = el("p", { class: "chat-agent" }, el("strong", {}, "Agent: "), reply);
   log.append(line);
-  for await (const { event, data } of serverEvents(response)) {
-    const payload = JSON.parse(data);
-    if (event === "error") {
-      line.classList.add("chat-error");
-      reply.textContent = `The turn failed: ${payload.detail}`;
-      return;
-    }
-    if (event === "token") reply.textContent += payload.content;
-    log.scrollTop = log.scrollHeight;
+  const problem = await streamReply(response, reply, log);
+  if (problem !== null) {
+    line.classList.add("chat-error");
+    line.append(el("span", { class: "chat-failure" }, ` ${problem}`));
   }
+}
+
+/** Append the reply's tokens to `reply`; return what went wrong, or null. */
+async function streamReply(response, reply, log) {
+  try {
+    for await (const { event, data } of serverEvents(response)) {
+      if (event === "done") return null;
+      if (event === "error") return `The turn failed: ${JSON.parse(data).detail}`;
+      if (event === "token") reply.textContent += JSON.parse(data).content;
+      log.scrollTop = log.scrollHeight;
+    }
+  } catch (error) {
+    return `The reply could not be read (${error.message}).`;
+  }
+  return "The reply was cut off before it ended.";
 }

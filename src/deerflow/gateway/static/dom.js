@@ -49,6 +49,16 @@ export function timeEl(iso) {
   return el("time", { datetime: iso }, shown);
 }
 
+/** Run `action` with `control` disabled, so a double click cannot send the request twice. */
+export async function whileBusy(control, action) {
+  control.disabled = true;
+  try {
+    return await action();
+  } finally {
+    control.disabled = false;
+  }
+}
+
 /** Save `blob` as a file named `name` through a temporary link. */
 export function download(blob, name) {
   const href = URL.createObjectURL(blob);

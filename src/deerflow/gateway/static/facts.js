@@ -1,6 +1,6 @@
 // The fact list: sorting, filtering, one card per fact, and the inline editor.
 
-import { el, replaceChildren, timeEl } from "./dom.js";
+import { el, replaceChildren, timeEl, whileBusy } from "./dom.js";
 
 // SPEC §5.3; the server validates too, this only fills the pickers.
 export const CATEGORIES = [
@@ -92,7 +92,7 @@ function showCard(item, fact, actions) {
         button("Delete", {
           class: "delete danger",
           "aria-label": `Delete fact: ${name}`,
-          onclick: () => actions.remove(fact),
+          onclick: (event) => whileBusy(event.currentTarget, () => actions.remove(fact)),
         }),
     ),
   );
@@ -127,7 +127,7 @@ function showEditor(item, fact, actions) {
       confidence: Number(confidence.value),
     });
     if (Object.keys(changes).length === 0) close();
-    else await actions.save(fact, changes);
+    else await whileBusy(event.submitter, () => actions.save(fact, changes));
   };
   const form = el(
     "form",

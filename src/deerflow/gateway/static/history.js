@@ -1,6 +1,6 @@
 // The audit log (SPEC §9.2): one item per change, what it did in words, and a Revert button.
 
-import { el, replaceChildren, timeEl } from "./dom.js";
+import { el, replaceChildren, timeEl, whileBusy } from "./dom.js";
 
 /**
  * Show `entries` (newest first) in `list`.
@@ -43,7 +43,7 @@ function changeItem(entry, undoneBy, revert) {
           type: "button",
           class: "revert",
           "aria-label": `Revert ${entry.reason} of ${entry.at}`,
-          onclick: () => revert(entry),
+          onclick: (event) => whileBusy(event.currentTarget, () => revert(entry)),
         },
         "Revert",
       ),

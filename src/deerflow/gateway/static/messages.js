@@ -68,7 +68,10 @@ export function describe(error, operation) {
     case 403:
       return `Not allowed to ${operation.doing}: ${detail}`;
     case 404:
-      return `Could not ${operation.doing}: ${detail}. It may have been removed: reload to see the current memory.`;
+      return (
+        `Could not ${operation.doing}: ${detail}. ` +
+        "It may have been removed: reload to see the current memory."
+      );
     case 409:
       return `Could not ${operation.doing}: ${detail}`;
     case 501:
