@@ -16,7 +16,11 @@ from fastapi import Path as PathParam
 from fastapi.responses import JSONResponse
 
 from deerflow.agents.memory.extensions import AgentListing, MarkdownPortable
-from deerflow.agents.memory.manager import MemoryManager, MemoryUnsupportedError
+from deerflow.agents.memory.manager import (
+    MemoryConflictError,
+    MemoryManager,
+    MemoryUnsupportedError,
+)
 from deerflow.gateway.auth import CurrentUser
 from deerflow.gateway.lifecycle import gateway_state, ready_manager
 from deerflow.gateway.schemas import (
@@ -48,6 +52,17 @@ AgentName = Annotated[
     ),
 ]
 FactId = Annotated[str, PathParam(description="A fact id.", examples=["fact_7a07c35f1e9d"])]
+ExpectedRevision = Annotated[
+    int | None,
+    Query(
+        ge=0,
+        description=(
+            "The memory `revision` the caller read. If the memory has changed since, nothing is "
+            "written and the answer is 409 `conflict` (reload and retry)."
+        ),
+        examples=[3],
+    ),
+]
 
 OPTIONAL_OPERATIONS: Final = (
     "search",
@@ -74,6 +89,23 @@ def supported_operations(manager: MemoryManager | None) -> dict[str, bool]:
     }
     portable = isinstance(manager, MarkdownPortable)
     return found | {"export_markdown": portable, "import_markdown": portable}
+
+
+async def _require_revision(
+    manager: MemoryManager, user: str, agent_name: str | None, expected: int | None
+) -> None:
+    """Refuse an edit based on a stale read, such as the page's edit after another writer's.
+
+    The check runs just before the write: the contract's `update_fact`/`delete_fact` take no
+    precondition, so a write landing between the two is not detected.
+    """
+    if expected is None:
+        return
+    document = await manager.aget_memory(user_id=user, agent_name=agent_name)
+    if document.get("revision") != expected:
+        raise MemoryConflictError(
+            f"the memory is at revision {document.get('revision')}, not {expected}"
+        )
 
 
 def _fact(document: dict[str, Any], fact_id: str | None) -> dict[str, Any] | None:
@@ -181,7 +213,9 @@ async def update_fact(
     manager: Manager,
     user: CurrentUser,
     agent_name: AgentName = None,
+    expected_revision: ExpectedRevision = None,
 ) -> Any:
+    await _require_revision(manager, user, agent_name, expected_revision)
     document = await manager.aupdate_fact(
         fact_id,
         body.content,
@@ -200,8 +234,13 @@ async def update_fact(
     responses=error_responses(400, 404, 409, 501),
 )
 async def delete_fact(
-    fact_id: FactId, manager: Manager, user: CurrentUser, agent_name: AgentName = None
+    fact_id: FactId,
+    manager: Manager,
+    user: CurrentUser,
+    agent_name: AgentName = None,
+    expected_revision: ExpectedRevision = None,
 ) -> Any:
+    await _require_revision(manager, user, agent_name, expected_revision)
     await manager.adelete_fact(fact_id, user_id=user, agent_name=agent_name)
     return JSONResponse({"deleted": fact_id})
 
