@@ -6,8 +6,8 @@
 
 A real `deerflow serve` (one uvicorn process, DeerMem in a temporary directory, no auth) listens
 on a loopback port. The memory of user `default` is seeded through the API with `--facts` facts.
-Then, for `--seconds` each, `--clients` concurrent clients (one httpx.AsyncClient, one
-connection per client, keep-alive) send, back to back:
+Then, for `--seconds` each (after 2 s of unrecorded warm-up), `--clients` concurrent clients
+(an httpx.AsyncClient each, one keep-alive connection) send, back to back:
 
 * `GET /api/memory` (the whole document), and
 * `GET /api/memory/search?q=…` (queries rotating over words of the seeded facts, limit 10),
@@ -15,7 +15,8 @@ connection per client, keep-alive) send, back to back:
 first alone, then with `--writers` writers in parallel, each PATCHing its own fact with new
 content in a loop (every write is a DeerMem commit: fsync'd files, index update, audit log).
 
-Reported per scenario: completed requests per second, latency p50/p95/p99 in ms, non-2xx counts;
+Reported per scenario: completed requests per second, latency p50/p95/p99 in ms, non-2xx counts
+(status 0: no answer, the connection was reset);
 for the writers, writes per second and their latency. The client runs in this process, the
 server in another, on the same machine: on 2 cores they compete for CPU, which the numbers
 include. The load average before and after is recorded, since the machine may be shared.
@@ -48,18 +49,21 @@ REPO: Final = Path(__file__).resolve().parents[1]
 TOPICS: Final = (
     "tea", "python", "hiking", "jazz", "rust", "cooking", "chess", "sailing", "kotlin", "pottery",
 )  # fmt: skip
+# Recorded as the status of a request that got no answer (connection reset or refused).
+TRANSPORT_ERROR: Final = 0
 _RUNNING: Final = re.compile(r"Uvicorn running on http://127\.0\.0\.1:(\d+)")
 
 
 @dataclass
 class Settings:
     seconds: float = 10.0
+    warmup_seconds: float = 2.0
     clients: int = 100
     writers: int = 8
     facts: int = 100
 
 
-QUICK: Final = Settings(seconds=1.0, clients=10, writers=2, facts=20)
+QUICK: Final = Settings(seconds=1.0, warmup_seconds=0.2, clients=10, writers=2, facts=20)
 
 
 # -- the server ------------------------------------------------------------------------------------
@@ -85,6 +89,7 @@ class Server:
             text=True,
         )
         self.base_url = ""
+        self.log: list[str] = []
         self._found = threading.Event()
         threading.Thread(target=self._read, daemon=True).start()
         deadline = time.monotonic() + 60
@@ -97,6 +102,7 @@ class Server:
     def _read(self) -> None:
         assert self.process.stdout is not None
         for line in self.process.stdout:  # drained, so the pipe never blocks the server
+            self.log.append(line)
             found = _RUNNING.search(line)
             if found and not self._found.is_set():
                 self.base_url = f"http://127.0.0.1:{found.group(1)}"
@@ -118,8 +124,11 @@ class Server:
 class Series:
     latencies_ms: list[float] = field(default_factory=list)
     statuses: dict[int, int] = field(default_factory=dict)
+    recording: bool = False  # off during the warm-up (connections opening, caches filling)
 
     def record(self, started: float, status: int) -> None:
+        if not self.recording:
+            return
         self.latencies_ms.append((time.perf_counter() - started) * 1000)
         self.statuses[status] = self.statuses.get(status, 0) + 1
 
@@ -139,8 +148,12 @@ async def _read_loop(
     while not stop.is_set():
         params = {"q": TOPICS[i % len(TOPICS)], "limit": 10} if path.endswith("search") else None
         started = time.perf_counter()
-        response = await client.get(path, params=params)
-        series.record(started, response.status_code)
+        try:
+            response = await client.get(path, params=params)
+        except httpx.TransportError:
+            series.record(started, TRANSPORT_ERROR)
+        else:
+            series.record(started, response.status_code)
         i += 1
 
 
@@ -151,32 +164,48 @@ async def _write_loop(
     while not stop.is_set():
         body = {"content": f"Writer {writer} revision {i} enjoys {TOPICS[i % len(TOPICS)]}"}
         started = time.perf_counter()
-        response = await client.patch(f"/api/memory/facts/{fact_id}", json=body)
-        series.record(started, response.status_code)
+        try:
+            response = await client.patch(f"/api/memory/facts/{fact_id}", json=body)
+        except httpx.TransportError:
+            series.record(started, TRANSPORT_ERROR)
+        else:
+            series.record(started, response.status_code)
         i += 1
 
 
 async def run_scenario(
     base_url: str, path: str, settings: Settings, writer_facts: list[str]
 ) -> dict[str, Any]:
-    """`settings.clients` readers of `path` for `settings.seconds`, plus writers on their facts."""
-    limits = httpx.Limits(max_connections=settings.clients + len(writer_facts))
-    async with httpx.AsyncClient(base_url=base_url, limits=limits, timeout=120) as client:
-        stop = asyncio.Event()
-        reads, writes = Series(), Series()
-        tasks = [
-            asyncio.create_task(_read_loop(client, path, stop, reads, i))
-            for i in range(settings.clients)
-        ]
-        tasks += [
-            asyncio.create_task(_write_loop(client, fact_id, stop, writes, n))
-            for n, fact_id in enumerate(writer_facts)
-        ]
-        started = time.perf_counter()
-        await asyncio.sleep(settings.seconds)
-        stop.set()
-        await asyncio.gather(*tasks)
-        elapsed = time.perf_counter() - started  # includes draining the requests in flight
+    """`settings.clients` readers of `path` for `settings.seconds`, plus writers on their facts.
+
+    Each reader and writer has an AsyncClient of its own with one connection: one shared client
+    with a 100-connection pool spends more CPU choosing a connection than the server spends
+    answering (httpcore scans its pool per request), which would measure the client.
+    """
+    clients = [
+        httpx.AsyncClient(base_url=base_url, limits=httpx.Limits(max_connections=1), timeout=120)
+        for _ in range(settings.clients + len(writer_facts))
+    ]
+    stop = asyncio.Event()
+    reads, writes = Series(), Series()
+    readers, writers = clients[: settings.clients], clients[settings.clients :]
+    tasks = [
+        asyncio.create_task(_read_loop(client, path, stop, reads, i))
+        for i, client in enumerate(readers)
+    ]
+    tasks += [
+        asyncio.create_task(_write_loop(client, fact_id, stop, writes, n))
+        for n, (client, fact_id) in enumerate(zip(writers, writer_facts, strict=True))
+    ]
+    await asyncio.sleep(settings.warmup_seconds)
+    reads.recording = writes.recording = True
+    started = time.perf_counter()
+    await asyncio.sleep(settings.seconds)
+    stop.set()
+    await asyncio.gather(*tasks)
+    elapsed = time.perf_counter() - started  # includes draining the requests in flight
+    for client in clients:
+        await client.aclose()
     result = {"reads": reads.report(elapsed), "seconds": round(elapsed, 2)}
     if writer_facts:
         result["writes"] = writes.report(elapsed)
@@ -205,6 +234,9 @@ def measure(settings: Settings, workdir: Path) -> dict[str, Any]:
             for label, writers in (("", []), ("+writers", writer_facts)):
                 result = asyncio.run(run_scenario(server.base_url, path, settings, writers))
                 scenarios[name + label] = {"path": path, "writers": len(writers), **result}
+    except Exception:
+        sys.stderr.write("".join(server.log[-40:]))
+        raise
     finally:
         server.stop()
     return scenarios
