@@ -123,6 +123,20 @@ def test_a_held_lock_is_409_and_names_no_file(serve: Serve, tmp_path: Path) -> N
     assert httpx.post(server.url("/api/memory/facts"), json=TEA).status_code == 201
 
 
+def test_an_edit_based_on_a_stale_read_is_409_and_changes_nothing(client: httpx.Client) -> None:
+    fact = add(client)
+    seen = client.get("/api/memory").json()["revision"]
+    add(client, content="Written by another tab meanwhile")
+    path = f"/api/memory/facts/{fact['id']}"
+    stale = {"expected_revision": seen}
+    changed = client.patch(path, params=stale, json={"content": "Edited on a stale page"})
+    assert "reload and retry" in expect_error(changed, 409, "conflict")
+    expect_error(client.delete(path, params=stale), 409, "conflict")
+    assert contents(client) == [TEA["content"], "Written by another tab meanwhile"]
+    current = {"expected_revision": client.get("/api/memory").json()["revision"]}
+    assert client.patch(path, params=current, json={"confidence": 0.4}).status_code == 200
+
+
 @pytest.mark.parametrize(
     ("method", "path", "kwargs", "names"),
     [
