@@ -9,7 +9,7 @@ import typer
 from rich.console import Console
 from rich.logging import RichHandler
 
-from deerflow.cli import config_cmd, demo_cmd, mcp_cmd, memory_cmd
+from deerflow.cli import chat_cmd, config_cmd, demo_cmd, mcp_cmd, memory_cmd
 from deerflow.redaction import RedactingFilter
 
 app = typer.Typer(
@@ -20,6 +20,7 @@ app = typer.Typer(
 )
 app.add_typer(config_cmd.app, name="config")
 app.add_typer(memory_cmd.app, name="memory")
+app.command(name="chat")(chat_cmd.chat)
 app.command(name="demo")(demo_cmd.demo)
 app.command(name="mcp")(mcp_cmd.mcp)
 

@@ -6,11 +6,18 @@ from deerflow.config.loader import (
     resolve_config_path,
     runtime_home,
 )
-from deerflow.config.schema import AppConfig, MemoryConfig, ModelConfig, SummarizationConfig
+from deerflow.config.schema import (
+    AppConfig,
+    McpServerConfig,
+    MemoryConfig,
+    ModelConfig,
+    SummarizationConfig,
+)
 
 __all__ = [
     "AppConfig",
     "ConfigError",
+    "McpServerConfig",
     "MemoryConfig",
     "ModelConfig",
     "SummarizationConfig",
