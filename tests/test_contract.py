@@ -191,6 +191,23 @@ def test_read_failures_are_fatal_only_for_fail_closed(
 
 
 @pytest.mark.parametrize(
+    ("backend_config", "fatal"),
+    [
+        ({}, False),
+        (None, False),
+        ({"failure_policy": {"write": "log_and_drop"}}, False),
+        ({"failure_policy": {"read": "fail_closed"}}, False),
+        ({"failure_policy": {"write": "raise"}}, True),
+        ({"failure_policy": "raise"}, False),
+    ],
+)
+def test_write_failures_are_fatal_only_for_raise(
+    backend_config: dict[str, Any] | None, fatal: bool
+) -> None:
+    assert Minimal.write_failures_are_fatal_for_config(backend_config) is fatal
+
+
+@pytest.mark.parametrize(
     ("error", "builtin"),
     [
         (MemoryUnsupportedError("B", "search"), NotImplementedError),

@@ -9,7 +9,7 @@ import typer
 from rich.console import Console
 from rich.logging import RichHandler
 
-from deerflow.cli import auth_cmd, config_cmd, demo_cmd, memory_cmd, serve_cmd
+from deerflow.cli import auth_cmd, chat_cmd, config_cmd, demo_cmd, mcp_cmd, memory_cmd, serve_cmd
 from deerflow.redaction import RedactingFilter, RedactingFormatter
 
 app = typer.Typer(
@@ -21,7 +21,9 @@ app = typer.Typer(
 app.add_typer(config_cmd.app, name="config")
 app.add_typer(memory_cmd.app, name="memory")
 app.add_typer(auth_cmd.app, name="auth")
+app.command(name="chat")(chat_cmd.chat)
 app.command(name="demo")(demo_cmd.demo)
+app.command(name="mcp")(mcp_cmd.mcp)
 app.command(name="serve")(serve_cmd.serve)
 
 

@@ -6,15 +6,25 @@ from deerflow.config.loader import (
     resolve_config_path,
     runtime_home,
 )
-from deerflow.config.schema import AppConfig, AuthConfig, MemoryConfig, ModelConfig, ServerConfig
+from deerflow.config.schema import (
+    AppConfig,
+    AuthConfig,
+    McpServerConfig,
+    MemoryConfig,
+    ModelConfig,
+    ServerConfig,
+    SummarizationConfig,
+)
 
 __all__ = [
     "AppConfig",
     "AuthConfig",
     "ConfigError",
+    "McpServerConfig",
     "MemoryConfig",
     "ModelConfig",
     "ServerConfig",
+    "SummarizationConfig",
     "load_config",
     "resolve_config_path",
     "runtime_home",

@@ -8,15 +8,17 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 __all__ = [
     "AppConfig",
     "AuthConfig",
     "ConfigSection",
+    "McpServerConfig",
     "MemoryConfig",
     "ModelConfig",
     "ServerConfig",
+    "SummarizationConfig",
 ]
 
 
@@ -82,6 +84,59 @@ class AuthConfig(ConfigSection):
     mode: Literal["none", "token"] = "none"
 
 
+class SummarizationConfig(ConfigSection):
+    """The `summarization:` block: when the agent compacts a long thread, and what it keeps.
+
+    Summarisation runs before a model call once the thread reaches `trigger_tokens` (approximate
+    count) or `trigger_messages`, whichever comes first; everything but the last `keep_messages`
+    messages is replaced by a summary. With memory on, the replaced messages are handed to the
+    backend's `add_nowait` first, so nothing compacted away is lost to memory.
+    """
+
+    enabled: bool = True
+    trigger_tokens: int | None = Field(default=20000, gt=0)
+    trigger_messages: int | None = Field(default=None, gt=0)
+    keep_messages: int = Field(default=20, gt=0)
+
+    @model_validator(mode="after")
+    def _needs_a_trigger(self) -> SummarizationConfig:
+        if self.enabled and self.trigger_tokens is None and self.trigger_messages is None:
+            raise ValueError(
+                "enabled summarisation needs trigger_tokens or trigger_messages "
+                "(or set enabled: false)"
+            )
+        return self
+
+
+class McpServerConfig(ConfigSection):
+    """One MCP server whose tools the lead agent gets (through langchain-mcp-adapters)."""
+
+    transport: Literal["stdio", "streamable_http", "sse"] = "stdio"
+    command: str | None = Field(default=None, description="stdio: the program to start.")
+    args: list[str] = Field(default_factory=list, description="stdio: its arguments.")
+    env: dict[str, str] | None = Field(
+        default=None, description="stdio: its environment; None: a safe subset of ours."
+    )
+    cwd: str | None = Field(default=None, description="stdio: its working directory.")
+    url: str | None = Field(default=None, description="streamable_http / sse: the endpoint.")
+    headers: dict[str, str] | None = Field(default=None, description="HTTP headers to send.")
+
+    @model_validator(mode="after")
+    def _has_an_address(self) -> McpServerConfig:
+        if self.transport == "stdio" and not self.command:
+            raise ValueError("a stdio server needs `command`")
+        if self.transport != "stdio" and not self.url:
+            raise ValueError(f"a {self.transport} server needs `url`")
+        return self
+
+    def connection(self) -> dict[str, Any]:
+        """The connection mapping langchain-mcp-adapters takes for this server."""
+        if self.transport == "stdio":
+            stdio = {"command": self.command, "args": self.args, "env": self.env, "cwd": self.cwd}
+            return {"transport": "stdio", **stdio}
+        return {"transport": self.transport, "url": self.url, "headers": self.headers}
+
+
 class AppConfig(ConfigSection):
     """The whole `config.yaml`."""
 
@@ -89,6 +144,8 @@ class AppConfig(ConfigSection):
     memory: MemoryConfig = Field(default_factory=MemoryConfig)
     server: ServerConfig = Field(default_factory=ServerConfig)
     auth: AuthConfig = Field(default_factory=AuthConfig)
+    summarization: SummarizationConfig = Field(default_factory=SummarizationConfig)
+    mcp_servers: dict[str, McpServerConfig] = Field(default_factory=dict)
 
     @field_validator("models")
     @classmethod

@@ -259,6 +259,15 @@ class MemoryManager(BaseModel, ABC):
         policy = (backend_config or {}).get("failure_policy")
         return isinstance(policy, Mapping) and policy.get("read") == "fail_closed"
 
+    @classmethod
+    def write_failures_are_fatal_for_config(cls, backend_config: Mapping[str, Any] | None) -> bool:
+        """Whether a failed write (`add`, `add_nowait`) must end the turn instead of being logged.
+
+        Pure: no I/O, no construction. True iff `backend_config.failure_policy.write == "raise"`.
+        """
+        policy = (backend_config or {}).get("failure_policy")
+        return isinstance(policy, Mapping) and policy.get("write") == "raise"
+
     def _unsupported(self, operation: str) -> MemoryUnsupportedError:
         return MemoryUnsupportedError(type(self).__name__, operation)
 

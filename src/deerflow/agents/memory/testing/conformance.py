@@ -330,16 +330,20 @@ class MemoryManagerConformanceTests(ABC):
             built.close()
 
     def test_read_failures_are_fatal_for_config_is_pure(self) -> None:
-        """`read_failures_are_fatal_for_config` answers a bool from the config alone.
+        """`read_/write_failures_are_fatal_for_config` answer a bool from the config alone.
 
         Troubleshooting: keep it a classmethod without I/O or construction; it is asked before
         any manager exists.
         """
         cls = self.manager_class
-        for config in ({}, {"failure_policy": {"read": "fail_closed"}}):
-            answer = cls.read_failures_are_fatal_for_config(config)
-            assert isinstance(answer, bool)
-            assert answer == cls.read_failures_are_fatal_for_config(config)
+        for config in ({}, {"failure_policy": {"read": "fail_closed", "write": "raise"}}):
+            for ask in (
+                cls.read_failures_are_fatal_for_config,
+                cls.write_failures_are_fatal_for_config,
+            ):
+                answer = ask(config)
+                assert isinstance(answer, bool)
+                assert answer == ask(config)
 
     def test_add_returns_none(self, call: Call, user_id: str, thread_id: str) -> None:
         """`add()` accepts plain message dicts and returns None.

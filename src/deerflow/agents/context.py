@@ -1,0 +1,95 @@
+"""Who a run is for: the runtime context a host passes to every agent invocation.
+
+The chat, the gateway and library users call an agent built with the memory wiring like this::
+
+    agent.invoke(
+        {"messages": [...]},
+        config={"configurable": {"thread_id": thread_id}},
+        context=AgentContext(user_id=user_id),
+    )
+
+`user_id` scopes memory (a run, a hook or a tool can only reach that user's memory); the thread
+id comes from `context.thread_id` when set, else from LangGraph's `configurable.thread_id`.
+A plain mapping with the same keys works as `context` too; no context means the user `default`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Final
+
+from deerflow.tracing import current_trace_id
+
+__all__ = ["DEFAULT_USER_ID", "AgentContext", "RunIdentity", "run_identity"]
+
+DEFAULT_USER_ID: Final = "default"
+
+
+@dataclass(frozen=True, slots=True)
+class AgentContext:
+    """The runtime context of one agent run (pass it as `context=` to `invoke`/`stream`).
+
+    Attributes:
+        user_id: Whose memory the run reads and writes; `default` without authentication.
+        thread_id: The conversation; None reads `configurable.thread_id` instead.
+        trace_id: Correlates the run's memory writes with the host's tracing.
+    """
+
+    user_id: str = DEFAULT_USER_ID
+    thread_id: str | None = None
+    trace_id: str | None = None
+
+    def __post_init__(self) -> None:
+        _check_text("user_id", self.user_id, optional=False)
+        _check_text("thread_id", self.thread_id, optional=True)
+        _check_text("trace_id", self.trace_id, optional=True)
+
+
+@dataclass(frozen=True, slots=True)
+class RunIdentity:
+    """The user, thread and trace that memory calls of the current run are made for."""
+
+    user_id: str
+    thread_id: str | None
+    trace_id: str | None
+
+
+def run_identity(context: Any, configurable: Mapping[str, Any] | None = None) -> RunIdentity:
+    """Resolve the identity of a run from its runtime `context` and `configurable`.
+
+    `context` may be an `AgentContext`, any object with the same attributes, a mapping with the
+    same keys, or None. The trace id falls back to the one bound by `deerflow.tracing`.
+
+    Raises:
+        ValueError: a present `user_id`, `thread_id` or `trace_id` is not non-empty text.
+    """
+    user_id = _field(context, "user_id")
+    thread_id = _field(context, "thread_id")
+    if thread_id is None and configurable is not None:
+        thread_id = configurable.get("thread_id")
+    trace_id = _field(context, "trace_id")
+    identity = RunIdentity(
+        user_id=DEFAULT_USER_ID if user_id is None else user_id,
+        thread_id=None if thread_id is None else str(thread_id),
+        trace_id=current_trace_id() if trace_id is None else trace_id,
+    )
+    _check_text("user_id", identity.user_id, optional=False)
+    _check_text("thread_id", identity.thread_id, optional=True)
+    _check_text("trace_id", identity.trace_id, optional=True)
+    return identity
+
+
+def _field(context: Any, name: str) -> Any:
+    if context is None:
+        return None
+    if isinstance(context, Mapping):
+        return context.get(name)
+    return getattr(context, name, None)
+
+
+def _check_text(name: str, value: Any, *, optional: bool) -> None:
+    if value is None and optional:
+        return
+    if not isinstance(value, str) or not value.strip():
+        raise ValueError(f"runtime context {name}: must be non-empty text, got {value!r}")

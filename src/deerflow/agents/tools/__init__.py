@@ -1,0 +1,1 @@
+"""Tools of the DeerFlow harness: the memory tools of tool mode."""
