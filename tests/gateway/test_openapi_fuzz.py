@@ -1,7 +1,8 @@
 """Schemathesis fuzzes every route of the OpenAPI document against a live gateway over DeerMem.
 
 No input may cause a 500, and every answer must match what the document promises (status codes,
-content types, response schemas). Token auth is on, so the auth checks run too.
+content types, response schemas). Token auth is on, so the auth checks run too; chat turns run
+the lead agent with a scripted model.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from deerflow.gateway import create_app
 from deerflow.gateway.tokens import TokenStore, tokens_path
 from tests.gateway.conftest import app_config
 from tests.gateway.live import LiveServer
+from tests.harness.scripted_model import USE
 
 schema = schemathesis.openapi.from_dict(create_app(AppConfig()).openapi())
 
@@ -27,7 +29,9 @@ schema = schemathesis.openapi.from_dict(create_app(AppConfig()).openapi())
 def fuzzed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[LiveServer, str]]:
     root = tmp_path_factory.mktemp("fuzz")
     _, token = TokenStore(tokens_path(root)).add("fuzzer")
-    config = app_config(root, auth={"mode": "token"})
+    # A scripted model, so that chat turns run (no model at all would be a correct 501).
+    models = [{"name": "default", "use": USE}]
+    config = app_config(root, auth={"mode": "token"}, models=models)
     with LiveServer(create_app(config, home=root)) as server:
         yield server, token
 

@@ -12,7 +12,8 @@ from starlette.types import Scope
 
 from deerflow.agents.memory.manager import MemoryManager
 from deerflow.config import AppConfig, runtime_home
-from deerflow.gateway import memory_routes, transfer_routes
+from deerflow.gateway import chat_routes, memory_routes, transfer_routes
+from deerflow.gateway.chat_routes import ChatAgents
 from deerflow.gateway.errors import install_error_handlers
 from deerflow.gateway.lifecycle import GatewayState, health_router, lifespan
 from deerflow.gateway.tokens import TokenStore, tokens_path
@@ -58,10 +59,12 @@ def create_app(
         lifespan=lifespan,
     )
     app.state.gateway = GatewayState(config=config, home=home, tokens=tokens, manager=manager)
+    app.state.chat_agents = ChatAgents()
     install_error_handlers(app)
     app.include_router(health_router)
     app.include_router(memory_routes.router)
     app.include_router(transfer_routes.router)
+    app.include_router(chat_routes.router)
     app.router.routes.append(
         PageMount("/", StaticFiles(directory=STATIC_DIR, html=True, check_dir=False), name="page")
     )

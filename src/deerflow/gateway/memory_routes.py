@@ -7,7 +7,6 @@ by the backend (a bad name is a 400). Answers are the manager's return values as
 from __future__ import annotations
 
 import inspect
-from pathlib import Path
 from typing import Annotated, Any, Final
 
 import anyio.to_thread
@@ -15,6 +14,7 @@ from fastapi import APIRouter, Depends, Query, Request
 from fastapi import Path as PathParam
 from fastapi.responses import JSONResponse
 
+from deerflow.agents.custom_agents import list_agents
 from deerflow.agents.memory.extensions import AgentListing, MarkdownPortable
 from deerflow.agents.memory.manager import (
     MemoryConflictError,
@@ -292,7 +292,7 @@ async def get_config(request: Request, user: CurrentUser) -> dict[str, Any]:
 async def status(request: Request, user: CurrentUser) -> Any:
     state = gateway_state(request)
     memory = state.config.memory
-    agents = set(_configured_agents(state.home))
+    agents = set(list_agents(state.home))
     if state.ready and isinstance(state.manager, AgentListing):
         agents.update(await _agent_names(state.manager, user))
     return JSONResponse(
@@ -312,8 +312,3 @@ async def status(request: Request, user: CurrentUser) -> Any:
 
 async def _agent_names(manager: AgentListing, user: str) -> list[str]:
     return await anyio.to_thread.run_sync(lambda: manager.agent_names(user_id=user))
-
-
-def _configured_agents(home: Path) -> list[str]:
-    """Custom agents: folders `{home}/agents/{name}/` holding a `config.yaml` (SPEC §6)."""
-    return [path.parent.name for path in (home / "agents").glob("*/config.yaml")]
