@@ -7,6 +7,8 @@ from pathlib import Path
 import deerflow.gateway
 from tests.deermem.test_boundaries import imported_modules
 
+ALLOWED = {"deerflow.agents.memory.manager", "deerflow.agents.memory.extensions"}
+
 
 def test_the_gateway_never_imports_a_backend() -> None:
     package = Path(deerflow.gateway.__file__).parent
@@ -19,6 +21,3 @@ def test_the_gateway_never_imports_a_backend() -> None:
         if module.startswith("deerflow.agents.memory.") and module not in ALLOWED
     }
     assert not offenders
-
-
-ALLOWED = {"deerflow.agents.memory.manager", "deerflow.agents.memory.extensions"}
