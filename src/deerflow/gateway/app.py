@@ -7,6 +7,8 @@ from typing import Final
 
 from fastapi import FastAPI
 from fastapi.staticfiles import StaticFiles
+from starlette.routing import Match, Mount
+from starlette.types import Scope
 
 from deerflow.agents.memory.manager import MemoryManager
 from deerflow.config import AppConfig, runtime_home
@@ -60,6 +62,21 @@ def create_app(
     app.include_router(health_router)
     app.include_router(memory_routes.router)
     app.include_router(transfer_routes.router)
-    # Last: a mount at "/" would otherwise shadow the routes above.
-    app.mount("/", StaticFiles(directory=STATIC_DIR, html=True, check_dir=False), name="page")
+    app.router.routes.append(
+        PageMount("/", StaticFiles(directory=STATIC_DIR, html=True, check_dir=False), name="page")
+    )
     return app
+
+
+class PageMount(Mount):
+    """The page's files at `/`, leaving `/api` alone.
+
+    A plain mount at `/` matches every path, so `GET /api/memory/import` (a POST-only route)
+    would get the static 404 instead of a 405 naming the allowed methods.
+    """
+
+    def matches(self, scope: Scope) -> tuple[Match, Scope]:
+        path = scope.get("path", "")
+        if path == "/api" or path.startswith("/api/"):
+            return Match.NONE, {}
+        return super().matches(scope)

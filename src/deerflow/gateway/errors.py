@@ -6,9 +6,11 @@ answers) get a fixed text; the full error goes to the log, redacted.
 
 from __future__ import annotations
 
+import functools
 import logging
+import re
 from collections.abc import Mapping
-from typing import Final, NamedTuple
+from typing import Any, Final, NamedTuple
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
@@ -133,7 +135,28 @@ async def _validation_error(request: Request, exc: Exception) -> JSONResponse:
 async def _http_error(request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, StarletteHTTPException)
     code = {404: "not_found", 405: "method_not_allowed"}.get(exc.status_code, "http_error")
-    return error_response(exc.status_code, code, str(exc.detail), exc.headers)
+    headers = dict(exc.headers or {})
+    if exc.status_code == 405:
+        headers["Allow"] = ", ".join(sorted(_allowed_methods(request)))
+    return error_response(exc.status_code, code, str(exc.detail), headers)
+
+
+def _allowed_methods(request: Request) -> set[str]:
+    """Every method the OpenAPI document lists for this path (Starlette's `Allow` names one
+    route's methods only)."""
+    paths: dict[str, dict[str, Any]] = request.app.openapi()["paths"]
+    return {
+        method.upper()
+        for template, operations in paths.items()
+        if _path_pattern(template).fullmatch(request.url.path)
+        for method in operations
+    }
+
+
+@functools.cache
+def _path_pattern(template: str) -> re.Pattern[str]:
+    """`/api/memory/facts/{fact_id}` → a pattern matching one path segment per parameter."""
+    return re.compile(re.sub(r"\\\{[^/]+?\\\}", "[^/]+", re.escape(template)))
 
 
 def install_error_handlers(app: FastAPI) -> None:

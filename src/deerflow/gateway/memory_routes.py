@@ -24,6 +24,7 @@ from deerflow.agents.memory.manager import (
 from deerflow.gateway.auth import CurrentUser
 from deerflow.gateway.lifecycle import gateway_state, ready_manager
 from deerflow.gateway.schemas import (
+    Category,
     Change,
     DeletedFact,
     Fact,
@@ -148,7 +149,7 @@ async def search(
     manager: Manager,
     user: CurrentUser,
     q: Annotated[str, Query(min_length=1, max_length=1000, examples=["tea"])],
-    category: Annotated[str | None, Query(examples=["preference"])] = None,
+    category: Annotated[Category | None, Query(examples=["preference"])] = None,
     limit: Annotated[int, Query(ge=1, le=100)] = 10,
     agent_name: AgentName = None,
 ) -> Any:
@@ -214,8 +215,6 @@ async def update_fact(
     agent_name: AgentName = None,
     expected_revision: ExpectedRevision = None,
 ) -> Any:
-    if body.content is None and body.category is None and body.confidence is None:
-        raise ValueError("nothing to change: send content, category or confidence")
     await _require_revision(manager, user, agent_name, expected_revision)
     document = await manager.aupdate_fact(
         fact_id,

@@ -6,14 +6,15 @@ since backends may add their own) and are not used to filter what the manager re
 
 from __future__ import annotations
 
-from typing import Any, Final, Literal
+from typing import Any, Final, Literal, Self
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from deerflow.agents.memory.manager import FACT_CATEGORIES
 
 __all__ = [
     "ERROR_EXAMPLES",
+    "Category",
     "Change",
     "DeletedFact",
     "ErrorBody",
@@ -132,12 +133,19 @@ class FactPatch(BaseModel):
     """The fields to change; those left out stay as they are. At least one is required."""
 
     model_config = ConfigDict(
-        extra="forbid", json_schema_extra={"examples": [{"content": "Prefers green tea"}]}
+        extra="forbid",
+        json_schema_extra={"examples": [{"content": "Prefers green tea"}], "minProperties": 1},
     )
 
     content: str | None = Field(default=None, min_length=1, max_length=10_000)
     category: Category | None = None
     confidence: float | None = Field(default=None, ge=0, le=1)
+
+    @model_validator(mode="after")
+    def _changes_something(self) -> Self:
+        if self.content is None and self.category is None and self.confidence is None:
+            raise ValueError("nothing to change: send content, category or confidence")
+        return self
 
 
 class MergedFact(BaseModel):
