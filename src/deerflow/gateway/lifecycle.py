@@ -57,7 +57,7 @@ def gateway_state(request: Request) -> GatewayState:
     return state
 
 
-def ready_manager(request: Request) -> MemoryManager:
+async def ready_manager(request: Request) -> MemoryManager:
     """The manager, once it is warm.
 
     Raises:
