@@ -37,7 +37,9 @@ ARTIFACTS: Final = Path(__file__).resolve().parents[1] / "artifacts" / "gateway_
 Screenshot = Callable[[Page, str], Path]
 
 
-@pytest.fixture(scope="session")
+# Package scope: while Playwright's sync API is started, its event loop counts as running in this
+# thread, so `asyncio.run` in tests of other folders would fail.
+@pytest.fixture(scope="package")
 def browser() -> Iterator[Browser]:
     if not CHROMIUM.exists():
         pytest.skip(

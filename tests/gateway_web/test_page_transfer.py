@@ -41,11 +41,17 @@ def test_exports_and_imports_into_another_bucket(
     page.get_by_label("Agent bucket").fill("copy")
     page.get_by_label("Agent bucket").press("Enter")
     expect(page.locator("#fact-list li.fact")).to_have_count(0)
-    page.get_by_label("Memory file (JSON document or Markdown zip)").set_input_files(exported)
+    # Summaries travel with the document (they belong to the user, shared by all buckets).
+    document["user"]["workContext"]["summary"] = "Data engineer at a logistics firm"
+    edited = tmp_path / "memory-edited.json"
+    edited.write_text(json.dumps(document), encoding="utf-8")
+    page.get_by_label("Memory file (JSON document or Markdown zip)").set_input_files(edited)
     page.get_by_role("button", name="Import", exact=True).click()
     expect(fact_item(page, "Prefers tea")).to_have_count(1)
     expect(fact_item(page, "Owns a cat")).to_have_count(1)
-    expect(page.locator("#notice")).to_have_text("Imported memory-default.json into agent copy.")
+    expect(page.locator("#notice")).to_have_text("Imported memory-edited.json into agent copy.")
+    work = page.locator("#summaries dt", has_text="Work context").locator("+ dd")
+    expect(work).to_have_text("Data engineer at a logistics firm")
     assert gateway.contents(agent="copy") == {"Prefers tea", "Owns a cat"}
     screenshot(page, "imported-json")
 

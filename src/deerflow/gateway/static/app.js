@@ -5,7 +5,7 @@ import { newThreadId, sendMessage } from "./chat.js";
 import { el, replaceChildren, whileBusy } from "./dom.js";
 import { arrange, categoryOptions, focusFact, renderFacts } from "./facts.js";
 import { renderHistory } from "./history.js";
-import { OPERATIONS as OP, attempt, setHandlers, showNotice } from "./messages.js";
+import { OPERATIONS as OP, attempt, attemptAll, setHandlers, showNotice } from "./messages.js";
 import { exportMemory, importMemory } from "./transfer.js";
 
 const $ = (id) => document.getElementById(id);
@@ -90,11 +90,7 @@ async function refreshAll() {
     $("server-status").textContent = "Not connected: see the message below.";
     return;
   }
-  await Promise.all([
-    attempt(OP.load, () => loadMemory()),
-    supports("get_history") && attempt(OP.history, loadHistory),
-    attempt(OP.config, loadConfig),
-  ]);
+  await attemptAll([[OP.load, () => loadMemory()], ...historyTask(), [OP.config, loadConfig]]);
 }
 
 // -- showing ----------------------------------------------------------------------------------
@@ -237,10 +233,11 @@ async function reloadAll() {
 }
 
 async function afterChange() {
-  await Promise.all([
-    attempt(OP.load, () => loadMemory()),
-    supports("get_history") && attempt(OP.history, loadHistory),
-  ]);
+  await attemptAll([[OP.load, () => loadMemory()], ...historyTask()]);
+}
+
+function historyTask() {
+  return supports("get_history") ? [[OP.history, loadHistory]] : [];
 }
 
 // -- searching, filtering, sorting ------------------------------------------------------------
@@ -294,10 +291,8 @@ async function switchAgent(event) {
   $("facts-caption").textContent = "";
   const hash = state.agent === null ? "" : `#agent=${encodeURIComponent(state.agent)}`;
   window.history.replaceState(null, "", `${window.location.pathname}${hash}`);
-  const shown = await attempt(OP.load, () => loadMemory());
-  if (shown === undefined) return;
   showNotice(`Showing ${bucketLabel(state.agent)}.`);
-  if (supports("get_history")) await attempt(OP.history, loadHistory);
+  await afterChange();
 }
 
 // -- import and export ------------------------------------------------------------------------

@@ -116,6 +116,20 @@ export async function attempt(operation, action) {
   }
 }
 
+/**
+ * Run `tasks` (`[operation, action]` pairs) at the same time; if some fail, show the first
+ * failure in list order, so the message does not depend on which answer came last.
+ */
+export async function attemptAll(tasks) {
+  const settled = await Promise.allSettled(tasks.map(([, action]) => action()));
+  const failures = settled.flatMap((result, index) =>
+    result.status === "rejected" ? [[result.reason, tasks[index][0]]] : [],
+  );
+  const unexpected = failures.find(([error]) => error?.name !== "ApiError");
+  if (unexpected !== undefined) throw unexpected[0];
+  if (failures.length > 0) showError(...failures[0]);
+}
+
 async function reload() {
   const ok = await attempt(OPERATIONS.reload, reloadHandler);
   if (ok !== undefined) showNotice("Reloaded: you now see the current memory.");
