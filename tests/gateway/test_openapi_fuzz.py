@@ -8,7 +8,6 @@ the lead agent with a scripted model.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -65,4 +64,3 @@ def test_the_document_has_examples_for_bodies_and_errors() -> None:
     assert create["responses"]["409"]["content"]["application/json"]["example"]["error"]
     operations = [op for path in document["paths"].values() for op in path.values()]
     assert all(op.get("summary") for op in operations)
-    assert Path(__file__).exists()
