@@ -31,7 +31,9 @@ format: env
 	$(UV_RUN) ruff check --fix src tests
 
 # `make bench` measures DeerMem (benchmarks/deermem_bench.py, about 3 minutes on 2 cores) and
-# writes benchmarks/results/deermem.{json,png,md}. Its extra packages live in the `bench` group.
+# writes benchmarks/results/deermem.{json,png,md}, then the HTTP gateway under 100 concurrent
+# clients (benchmarks/gateway_bench.py, about a minute): benchmarks/results/gateway.{json,png,md}.
+# Their extra packages live in the `bench` group.
 .PHONY: bench
 bench:
 	@$(UV) --version >/dev/null 2>&1 || python3 -m pip install --quiet uv
@@ -39,3 +41,6 @@ bench:
 	$(UV_RUN) --group bench python -m benchmarks.deermem_bench \
 		--json benchmarks/results/deermem.json --png benchmarks/results/deermem.png \
 		--markdown benchmarks/results/deermem.md
+	$(UV_RUN) --group bench python -m benchmarks.gateway_bench \
+		--json benchmarks/results/gateway.json --png benchmarks/results/gateway.png \
+		--markdown benchmarks/results/gateway.md

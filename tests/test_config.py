@@ -12,6 +12,7 @@ import yaml
 from deerflow.agents.memory.backends.deermem.deermem.config import DeerMemConfig, parse_config
 from deerflow.config import (
     ConfigError,
+    McpServerConfig,
     MemoryConfig,
     SummarizationConfig,
     load_config,
@@ -176,4 +177,39 @@ def test_example_config_is_valid_and_documents_every_memory_key() -> None:
     assert set(summarization_block) == set(SummarizationConfig.model_fields)
     model_block = yaml.safe_load(example.read_text())["models"][0]
     assert {"name", "use"} <= set(model_block)
+    [server] = yaml.safe_load(example.read_text())["mcp_servers"].values()
+    assert set(server) == set(McpServerConfig.model_fields)
     assert re.search(r"\$NAME or \$\{NAME\}", example.read_text())
+
+
+@pytest.mark.parametrize(
+    ("server", "message"),
+    [
+        ("{args: [x]}", "mcp_servers.files: a stdio server needs `command`"),
+        ("{transport: sse}", "mcp_servers.files: a sse server needs `url`"),
+        ("{transport: ftp, url: x}", "mcp_servers.files.transport: Input should be"),
+    ],
+)
+def test_mcp_servers_are_validated_with_their_name(
+    tmp_path: Path, server: str, message: str
+) -> None:
+    path = write(tmp_path / "config.yaml", f"mcp_servers:\n  files: {server}\n")
+    with pytest.raises(ConfigError, match=re.escape(message)):
+        load_config(path)
+
+
+def test_a_typo_inside_an_mcp_server_is_named(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(config_loader, "_warned_keys", set())
+    path = write(tmp_path / "config.yaml", "mcp_servers:\n  files: {command: npx, arg: [x]}\n")
+    with caplog.at_level(logging.WARNING, logger="deerflow.config.loader"):
+        config = load_config(path)
+    assert any("'mcp_servers.files.arg'" in r.getMessage() for r in caplog.records)
+    assert config.mcp_servers["files"].connection() == {
+        "transport": "stdio",
+        "command": "npx",
+        "args": [],
+        "env": None,
+        "cwd": None,
+    }

@@ -7,7 +7,14 @@ import re
 from collections.abc import Mapping
 from typing import Any, Final
 
-__all__ = ["REDACTED", "RedactingFilter", "is_secret_key", "redact", "redact_text"]
+__all__ = [
+    "REDACTED",
+    "RedactingFilter",
+    "RedactingFormatter",
+    "is_secret_key",
+    "redact",
+    "redact_text",
+]
 
 REDACTED: Final = "***"
 
@@ -75,3 +82,13 @@ class RedactingFilter(logging.Filter):
         if redacted != message:
             record.msg, record.args = redacted, None
         return True
+
+
+class RedactingFormatter(logging.Formatter):
+    """A formatter that masks credentials in the whole output, tracebacks included.
+
+    `RedactingFilter` sees only the message; an exception's traceback is added by the formatter.
+    """
+
+    def format(self, record: logging.LogRecord) -> str:
+        return redact_text(super().format(record))

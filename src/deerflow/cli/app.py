@@ -9,8 +9,8 @@ import typer
 from rich.console import Console
 from rich.logging import RichHandler
 
-from deerflow.cli import config_cmd, demo_cmd, mcp_cmd, memory_cmd
-from deerflow.redaction import RedactingFilter
+from deerflow.cli import auth_cmd, chat_cmd, config_cmd, demo_cmd, mcp_cmd, memory_cmd, serve_cmd
+from deerflow.redaction import RedactingFilter, RedactingFormatter
 
 app = typer.Typer(
     name="deerflow",
@@ -20,8 +20,11 @@ app = typer.Typer(
 )
 app.add_typer(config_cmd.app, name="config")
 app.add_typer(memory_cmd.app, name="memory")
+app.add_typer(auth_cmd.app, name="auth")
+app.command(name="chat")(chat_cmd.chat)
 app.command(name="demo")(demo_cmd.demo)
 app.command(name="mcp")(mcp_cmd.mcp)
+app.command(name="serve")(serve_cmd.serve)
 
 
 @app.callback()
@@ -35,7 +38,8 @@ def configure_logging(level: int) -> None:
     """Log to stderr through Rich, with credentials masked in every record."""
     handler = RichHandler(console=Console(stderr=True), show_path=False, rich_tracebacks=False)
     handler.addFilter(RedactingFilter())
-    logging.basicConfig(level=level, format="%(message)s", handlers=[handler], force=True)
+    handler.setFormatter(RedactingFormatter("%(message)s"))
+    logging.basicConfig(level=level, handlers=[handler], force=True)
 
 
 def main() -> None:

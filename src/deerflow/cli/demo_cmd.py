@@ -1,8 +1,15 @@
-"""`deerflow demo`: a short, scripted tour of the memory contract through the configured backend."""
+"""`deerflow demo` (what `make demo` runs): two scripted chat sessions with the lead agent.
+
+Session one: the demo user tells the agent a few things about themselves. Memory then extracts
+what is worth keeping (the configured backend, DeerMem by default, with the configured model, else
+the offline one). Session two is a new conversation: the demo shows the memory block its system
+prompt started with, and the agent's answer to a question that needs it.
+"""
 
 from __future__ import annotations
 
-from typing import Any
+import asyncio
+from typing import Any, Final
 
 import typer
 from rich.console import Console
@@ -10,79 +17,141 @@ from rich.markup import escape
 from rich.panel import Panel
 from rich.table import Table
 
+from deerflow.agents.lead_agent import amake_lead_agent
 from deerflow.agents.memory.manager import (
     MemoryManager,
     MemoryUnsupportedError,
     build_memory_manager,
     default_host_hooks,
 )
-from deerflow.cli.options import ConfigOption
-from deerflow.config import load_config
-
-DEMO_USER = "demo-user"
-DEMO_FACTS = (
-    ("Prefers pnpm over npm for JavaScript projects", "preference", 0.9),
-    ("Works as a data engineer on a Kafka pipeline", "context", 0.8),
-    ("Use uv, not pip, in this user's Python projects", "correction", 0.95),
+from deerflow.cli.agent_session import (
+    SystemPromptRecorder,
+    flush_memory,
+    prepare_model,
+    stream_turn,
 )
+from deerflow.cli.memory_session import handle_errors
+from deerflow.cli.options import ConfigOption
+from deerflow.config import AppConfig, load_config
+
+__all__ = ["DEMO_USER", "SESSION_ONE", "SESSION_TWO", "demo"]
+
+DEMO_USER: Final = "demo-user"
+SESSION_ONE: Final = (
+    "Hi! I'm Maria, a data engineer in Lisbon.",
+    "For JavaScript projects I always use pnpm, never npm.",
+)
+SESSION_TWO: Final = ("I'm starting a new web app. Which package manager should I use?",)
+_MEMORY_OPEN: Final = "<memory>"
+_MEMORY_CLOSE: Final = "</memory>"
 
 
 def demo(config: ConfigOption = None) -> None:
-    """Store a few facts for a demo user, search them, and show what an agent would be given."""
-    console = Console()
-    app_config = load_config(config)
-    manager = build_memory_manager(app_config.memory, host_hooks=default_host_hooks(app_config))
+    """Two chat sessions with the lead agent: what it learns in one, it knows in the next."""
+    console = Console(highlight=False)
+    with handle_errors(json_output=False):
+        app_config = load_config(config)
+        if not app_config.memory.enabled:
+            raise ValueError("the demo shows memory at work, but memory.enabled is false")
+        entry = prepare_model(app_config, None, console)
+        manager = build_memory_manager(app_config.memory, host_hooks=default_host_hooks(app_config))
     console.print(
         Panel.fit(
-            f"backend [bold]{type(manager).__name__}[/] "
-            f"({app_config.memory.manager_class}), storage "
-            f"{manager.backend_config.get('storage_path')}",
-            title="DeerFlow Memory demo",
+            f"model [bold]{escape(entry.name)}[/] ({escape(entry.use)}), memory backend "
+            f"[bold]{escape(app_config.memory.manager_class)}[/], user {DEMO_USER}",
+            title="DeerFlow demo",
         )
     )
     try:
-        run_tour(manager, console)
-    except MemoryUnsupportedError as exc:
-        console.print(f"[yellow]{exc}[/] The tour stops here for this backend.")
-        raise typer.Exit(1) from None
+        with handle_errors(json_output=False):
+            learned = asyncio.run(run_demo(app_config, manager, console))
     finally:
-        manager.shutdown_flush(app_config.memory.shutdown_flush_timeout_seconds)
         manager.close()
+    if not learned:
+        raise typer.Exit(1)
 
 
-def run_tour(manager: MemoryManager, console: Console) -> None:
-    """The demo's steps, in the order a person would try them."""
-    manager.clear_memory(user_id=DEMO_USER)
-    console.rule("1. The agent learns three facts about the user")
-    for content, category, confidence in DEMO_FACTS:
-        _, fact_id = manager.create_fact(content, category, confidence, user_id=DEMO_USER)
-        console.print(escape(f"stored {fact_id}: [{category}] {content}"))
+async def run_demo(config: AppConfig, manager: MemoryManager, console: Console) -> bool:
+    """The two sessions; True when something was learned and session two started with it."""
+    try:
+        manager.clear_memory(user_id=DEMO_USER)
+    except MemoryUnsupportedError:
+        console.print("(this backend cannot clear memory: earlier demo runs may show up too)")
+    agent = await amake_lead_agent(config, manager=manager)
+    timeout = config.memory.shutdown_flush_timeout_seconds
 
-    console.rule("2. A later conversation searches for what matters to it")
-    results = manager.search("JavaScript projects", top_k=3, user_id=DEMO_USER)
-    console.print(_facts_table(results))
+    console.rule("Session one: the user introduces themselves")
+    for text in SESSION_ONE:
+        await _turn(agent, text, "demo-session-1", console)
+    await asyncio.to_thread(flush_memory, manager, timeout, console)
 
-    console.rule("3. What the next conversation starts with (injected into the system prompt)")
-    context = manager.get_context(DEMO_USER, query="set up a new JavaScript project")
-    console.print(Panel(escape(context or "(nothing)"), title="<memory>"))
+    console.rule("What memory learned from session one")
+    document = manager.get_memory(user_id=DEMO_USER)
+    facts = document.get("facts") or []
+    if facts:
+        console.print(_facts_table(facts))
+    else:
+        console.print(
+            "[red]Nothing was learned: the extraction stored no facts (run with -v to see why).[/]"
+        )
+    for part in ("user", "history"):
+        for name, section in (document.get(part) or {}).items():
+            summary = section.get("summary") if isinstance(section, dict) else None
+            if summary:
+                console.print(f"[bold]{part}.{name}[/]: {escape(summary)}")
 
-    console.rule("4. Another user sees none of it")
-    other = manager.get_context("someone-else")
-    console.print(other or "(nothing remembered for someone-else)")
+    console.rule("Session two: a new conversation")
+    recorder = SystemPromptRecorder()
+    for text in SESSION_TWO:
+        await _turn(agent, text, "demo-session-2", console, recorder)
+    block = _memory_block(recorder.system_prompts[0] if recorder.system_prompts else "")
+    console.print(
+        Panel(
+            escape(block or "(no memory block)"),
+            title="the memory block session two's system prompt started with",
+        )
+    )
+    remembered = [fact for fact in facts if fact["content"] in block]
+    console.rule("In short")
+    console.print(
+        f"Session one taught memory {len(facts)} fact(s); session two started with "
+        f"{len(remembered)} of them in its system prompt, without being told again."
+    )
+    return bool(facts) and bool(remembered)
 
-    console.rule("5. A deleted fact comes back with one undo")
-    doomed = results[0]
-    manager.delete_fact(doomed["id"], user_id=DEMO_USER)
-    change = manager.get_history(user_id=DEMO_USER, limit=1)[0]
-    console.print(escape(f"deleted {doomed['id']} (change {change['change_id']})"))
-    manager.revert_change(change["change_id"], user_id=DEMO_USER)
-    restored = manager.search(doomed["content"], top_k=1, user_id=DEMO_USER)
-    console.print(escape(f"after revert: {restored[0]['content'] if restored else '(missing!)'}"))
+
+async def _turn(
+    agent: Any,
+    text: str,
+    thread_id: str,
+    console: Console,
+    recorder: SystemPromptRecorder | None = None,
+) -> None:
+    console.print(f"[bold cyan]you>[/] {escape(text)}")
+    console.print("[bold green]agent>[/] ", end="")
+    await stream_turn(
+        agent,
+        text,
+        thread_id=thread_id,
+        user_id=DEMO_USER,
+        write=lambda piece: console.print(escape(piece), end=""),
+        callbacks=[recorder] if recorder else [],
+    )
+    console.print()
+
+
+def _memory_block(system_prompt: str) -> str:
+    start = system_prompt.find(_MEMORY_OPEN)
+    end = system_prompt.find(_MEMORY_CLOSE, start)
+    if start == -1 or end == -1:
+        return ""
+    return system_prompt[start : end + len(_MEMORY_CLOSE)]
 
 
 def _facts_table(facts: list[dict[str, Any]]) -> Table:
-    table = Table("id", "category", "confidence", "content")
+    table = Table("fact", "category", "confidence", "id")
     for fact in facts:
-        confidence = f"{fact['confidence']:.2f}"
-        table.add_row(fact["id"], fact["category"], confidence, escape(fact["content"]))
+        table.add_row(
+            escape(fact["content"]), fact["category"], f"{fact['confidence']:.2f}", fact["id"]
+        )
     return table

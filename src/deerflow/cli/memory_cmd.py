@@ -17,16 +17,10 @@ from typing import Annotated, Any, Final
 import typer
 from rich.markup import escape
 
+from deerflow.agents.memory.extensions import Auditable, MarkdownPortable, Migratable, Reindexable
 from deerflow.agents.memory.manager import MemoryUnsupportedError
 from deerflow.cli import memory_render as render
-from deerflow.cli.memory_session import (
-    Auditable,
-    MarkdownPortable,
-    Migratable,
-    Reindexable,
-    confirm,
-    memory_session,
-)
+from deerflow.cli.memory_session import confirm, memory_session
 from deerflow.cli.options import AgentOption, ConfigOption, JsonOption, UserOption, YesOption
 
 app = typer.Typer(help="Inspect and manage stored memory.", no_args_is_help=True)

@@ -8,10 +8,10 @@ commands and refuses, rather than waits, when nobody can answer.
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Final, NamedTuple, Protocol, runtime_checkable
+from typing import Final, NamedTuple
 
 import typer
 from rich.markup import escape
@@ -34,12 +34,8 @@ from deerflow.redaction import redact_text
 
 __all__ = [
     "ERROR_EXITS",
-    "Auditable",
     "ConfirmationRefused",
     "ErrorExit",
-    "MarkdownPortable",
-    "Migratable",
-    "Reindexable",
     "confirm",
     "error_exit",
     "handle_errors",
@@ -128,41 +124,3 @@ def confirm(question: str, *, yes: bool) -> None:
         raise ConfirmationRefused("not confirmed: no terminal to ask; pass --yes to go ahead")
     if not typer.confirm(question, default=False, err=True):
         raise ConfirmationRefused("not confirmed: nothing changed")
-
-
-# -- DeerMem's own operations, reached by duck typing --------------------------------------------
-# The CLI never imports a backend: a backend offers these methods, or the command is unsupported.
-
-
-@runtime_checkable
-class Reindexable(Protocol):
-    def reindex(self, progress: Callable[[int], None] | None = None) -> int: ...
-
-
-@runtime_checkable
-class MarkdownPortable(Protocol):
-    def export_markdown(
-        self, destination: Path, *, user_id: str | None = None, agent_name: str | None = None
-    ) -> int: ...
-
-    def import_markdown(
-        self, source: Path, *, user_id: str | None = None, agent_name: str | None = None
-    ) -> dict[str, Any]: ...
-
-
-@runtime_checkable
-class Auditable(Protocol):
-    def audit(
-        self,
-        *,
-        user_id: str | None = None,
-        staleness_age_days: int = 90,
-        near_duplicate_threshold: float = 0.7,
-    ) -> list[dict[str, Any]]: ...
-
-
-@runtime_checkable
-class Migratable(Protocol):
-    def legacy_sources(self) -> list[str]: ...
-
-    def migrate(self, *, dry_run: bool = False) -> dict[str, Any]: ...

@@ -6,13 +6,24 @@ from deerflow.config.loader import (
     resolve_config_path,
     runtime_home,
 )
-from deerflow.config.schema import AppConfig, MemoryConfig, ModelConfig, SummarizationConfig
+from deerflow.config.schema import (
+    AppConfig,
+    AuthConfig,
+    McpServerConfig,
+    MemoryConfig,
+    ModelConfig,
+    ServerConfig,
+    SummarizationConfig,
+)
 
 __all__ = [
     "AppConfig",
+    "AuthConfig",
     "ConfigError",
+    "McpServerConfig",
     "MemoryConfig",
     "ModelConfig",
+    "ServerConfig",
     "SummarizationConfig",
     "load_config",
     "resolve_config_path",

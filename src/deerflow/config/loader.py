@@ -27,7 +27,7 @@ DEFAULT_HOME = Path(".deer-flow")
 # `$$` is a literal dollar; `${NAME}` and `$NAME` read the environment.
 _VARIABLE = re.compile(r"\$\$|\$\{([A-Za-z_][A-Za-z0-9_]*)\}|\$([A-Za-z_][A-Za-z0-9_]*)")
 
-_warned_keys: set[str] = set()
+_warned_keys: set[tuple[str, str]] = set()
 _warned_lock = threading.Lock()
 
 
@@ -123,16 +123,19 @@ def unknown_keys(section: ConfigSection, prefix: str = "") -> list[str]:
     found = [dotted_path(prefix, (key,)) for key in section.model_extra or {}]
     for name in type(section).model_fields:
         child = getattr(section, name)
-        if isinstance(child, ConfigSection):
-            found.extend(unknown_keys(child, dotted_path(prefix, (name,))))
+        children = child.items() if isinstance(child, dict) else [(None, child)]
+        for key, value in children:
+            if isinstance(value, ConfigSection):
+                path = (name,) if key is None else (name, str(key))
+                found.extend(unknown_keys(value, dotted_path(prefix, path)))
     return found
 
 
-def warn_unknown_keys(config: AppConfig) -> None:
-    """Log each unknown key once per process: a likely typo, never fatal."""
+def warn_unknown_keys(config: ConfigSection, source: str = "config.yaml") -> None:
+    """Log each unknown key of `source` once per process: a likely typo, never fatal."""
     for key in unknown_keys(config):
         with _warned_lock:
-            if key in _warned_keys:
+            if (source, key) in _warned_keys:
                 continue
-            _warned_keys.add(key)
-        logger.warning("config.yaml: unknown key %r is ignored (a typo?)", key)
+            _warned_keys.add((source, key))
+        logger.warning("%s: unknown key %r is ignored (a typo?)", source, key)

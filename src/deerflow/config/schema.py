@@ -10,7 +10,16 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-__all__ = ["AppConfig", "ConfigSection", "MemoryConfig", "ModelConfig", "SummarizationConfig"]
+__all__ = [
+    "AppConfig",
+    "AuthConfig",
+    "ConfigSection",
+    "McpServerConfig",
+    "MemoryConfig",
+    "ModelConfig",
+    "ServerConfig",
+    "SummarizationConfig",
+]
 
 
 class ConfigSection(BaseModel):
@@ -59,6 +68,22 @@ class MemoryConfig(ConfigSection):
         return {} if value is None else value
 
 
+class ServerConfig(ConfigSection):
+    """`server:`, where `deerflow serve` listens. The command line overrides each key."""
+
+    host: str = Field(default="127.0.0.1", min_length=1)
+    port: int = Field(default=8000, ge=0, le=65535)
+    # With `auth.mode: none` anyone who reaches the port owns the memory, so a non-loopback
+    # host needs this explicit consent.
+    allow_remote: bool = False
+
+
+class AuthConfig(ConfigSection):
+    """`auth:`, who may use the gateway. `token`: bearer tokens from `deerflow auth add-token`."""
+
+    mode: Literal["none", "token"] = "none"
+
+
 class SummarizationConfig(ConfigSection):
     """The `summarization:` block: when the agent compacts a long thread, and what it keeps.
 
@@ -83,12 +108,44 @@ class SummarizationConfig(ConfigSection):
         return self
 
 
+class McpServerConfig(ConfigSection):
+    """One MCP server whose tools the lead agent gets (through langchain-mcp-adapters)."""
+
+    transport: Literal["stdio", "streamable_http", "sse"] = "stdio"
+    command: str | None = Field(default=None, description="stdio: the program to start.")
+    args: list[str] = Field(default_factory=list, description="stdio: its arguments.")
+    env: dict[str, str] | None = Field(
+        default=None, description="stdio: its environment; None: a safe subset of ours."
+    )
+    cwd: str | None = Field(default=None, description="stdio: its working directory.")
+    url: str | None = Field(default=None, description="streamable_http / sse: the endpoint.")
+    headers: dict[str, str] | None = Field(default=None, description="HTTP headers to send.")
+
+    @model_validator(mode="after")
+    def _has_an_address(self) -> McpServerConfig:
+        if self.transport == "stdio" and not self.command:
+            raise ValueError("a stdio server needs `command`")
+        if self.transport != "stdio" and not self.url:
+            raise ValueError(f"a {self.transport} server needs `url`")
+        return self
+
+    def connection(self) -> dict[str, Any]:
+        """The connection mapping langchain-mcp-adapters takes for this server."""
+        if self.transport == "stdio":
+            stdio = {"command": self.command, "args": self.args, "env": self.env, "cwd": self.cwd}
+            return {"transport": "stdio", **stdio}
+        return {"transport": self.transport, "url": self.url, "headers": self.headers}
+
+
 class AppConfig(ConfigSection):
     """The whole `config.yaml`."""
 
     models: list[ModelConfig] = Field(default_factory=list)
     memory: MemoryConfig = Field(default_factory=MemoryConfig)
+    server: ServerConfig = Field(default_factory=ServerConfig)
+    auth: AuthConfig = Field(default_factory=AuthConfig)
     summarization: SummarizationConfig = Field(default_factory=SummarizationConfig)
+    mcp_servers: dict[str, McpServerConfig] = Field(default_factory=dict)
 
     @field_validator("models")
     @classmethod

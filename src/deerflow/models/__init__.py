@@ -1,5 +1,5 @@
-"""Chat models named in the `models:` block of config.yaml."""
+"""Chat models named in the `models:` block of config.yaml, and the offline fallback."""
 
-from deerflow.models.factory import create_chat_model
+from deerflow.models.factory import OFFLINE_MODEL, create_chat_model, model_entry, uses_local_model
 
-__all__ = ["create_chat_model"]
+__all__ = ["OFFLINE_MODEL", "create_chat_model", "model_entry", "uses_local_model"]

@@ -1,43 +1,58 @@
-"""Build a LangChain chat model from a `models:` entry (`use: pkg.mod:Class` plus its kwargs)."""
+"""Build a LangChain chat model from a `models:` entry (`use: pkg.mod:Class` plus its kwargs).
+
+The one rule for which model runs: the named model, else the first configured one, else the
+offline model (`OFFLINE_MODEL`, SPEC §8.1), so that everything runs on a machine with no keys.
+"""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Final
 
 from deerflow.config.schema import AppConfig, ModelConfig
 from deerflow.importing import import_object
 from deerflow.redaction import redact_text
 
-__all__ = ["create_chat_model"]
+__all__ = ["OFFLINE_MODEL", "create_chat_model", "model_entry", "uses_local_model"]
+
+# The model used when `models:` is empty: Gemma 3 270M on the CPU (the `local` extra).
+OFFLINE_MODEL: Final = ModelConfig(name="offline", use="deerflow.models.local:LocalChatModel")
+
+
+def model_entry(config: AppConfig, name: str | None = None) -> ModelConfig:
+    """The entry called `name`; without a name, the first configured one, else `OFFLINE_MODEL`.
+
+    Raises:
+        ValueError: no model has that name.
+    """
+    if name is None:
+        return config.default_model() or OFFLINE_MODEL
+    chosen = next((model for model in config.models if model.name == name), None)
+    if chosen is None:
+        known = ", ".join(model.name for model in config.models) or "none"
+        raise ValueError(f"models: no model named {name!r} (configured: {known})")
+    return chosen
+
+
+def uses_local_model(entry: ModelConfig) -> bool:
+    """Whether `entry` runs the offline model, which needs the `local` extra installed."""
+    return entry.use.replace(":", ".") == OFFLINE_MODEL.use.replace(":", ".")
 
 
 def create_chat_model(config: AppConfig, name: str | None = None) -> Any:
-    """Construct the model called `name`, or the first configured one; None if none is configured.
+    """Construct the model `model_entry(config, name)` chooses.
 
     Raises:
         ValueError: no model has that name, or its class cannot be imported or constructed; the
             message names the `models[i]` entry.
     """
-    if name is None:
-        chosen = config.default_model()
-        if chosen is None:
-            return None
-    else:
-        chosen = next((model for model in config.models if model.name == name), None)
-        if chosen is None:
-            known = ", ".join(model.name for model in config.models) or "none"
-            raise ValueError(f"models: no model named {name!r} (configured: {known})")
-    return _construct(chosen, config.models.index(chosen))
-
-
-def _construct(model: ModelConfig, index: int) -> Any:
-    key = f"models[{index}]"
+    entry = model_entry(config, name)
+    key = f"models[{config.models.index(entry)}]" if entry in config.models else "offline model"
     try:
-        cls = import_object(model.use)
+        cls = import_object(entry.use)
     except ImportError as exc:
-        raise ValueError(f"{key}.use: cannot load {model.use!r}: {exc}") from exc
+        raise ValueError(f"{key}.use: cannot load {entry.use!r}: {exc}") from exc
     try:
-        return cls(**model.constructor_kwargs())
+        return cls(**entry.constructor_kwargs())
     except Exception as exc:
         detail = redact_text(f"{type(exc).__name__}: {exc}")
-        raise ValueError(f"{key}: constructing {model.use} failed: {detail}") from exc
+        raise ValueError(f"{key}: constructing {entry.use} failed: {detail}") from exc

@@ -48,6 +48,7 @@ class DeerMemConfig(BaseModel):
     queue_max_depth: int = Field(default=1000, ge=0)
     patterns_dir: str | None = None
     model: dict[str, Any] | None = None
+    extraction_prompt: Literal["auto", "full", "compact"] = "auto"
     retrieval_relevance_enabled: bool = False
     retrieval_relevance_weight: float = Field(default=0.5, ge=0, le=1)
     retrieval_diversity_weight: float = Field(default=0.0, ge=0, le=1)

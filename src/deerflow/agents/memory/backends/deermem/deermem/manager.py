@@ -511,6 +511,11 @@ class DeerMemMemoryManager(MemoryManager):
         ]
         return self.import_memory(document, user_id=user_id, agent_name=agent_name)
 
+    def agent_names(self, *, user_id: str | None = None) -> list[str]:
+        """The agents (bucket names) whose buckets hold facts of the user, the default excluded."""
+        buckets = self._storage.load(user_id, None).buckets
+        return sorted(name for name in map(_agent, buckets) if name is not None)
+
     def audit(
         self,
         *,

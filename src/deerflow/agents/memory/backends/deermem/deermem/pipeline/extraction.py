@@ -20,6 +20,12 @@ from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessage
 from langchain_core.runnables import Runnable, RunnableConfig
 
+from deerflow.agents.memory.backends.deermem.deermem.pipeline.compact import (
+    COMPACT_SCHEMA,
+    build_compact_messages,
+    ground,
+    with_kept_labels,
+)
 from deerflow.agents.memory.backends.deermem.deermem.pipeline.prompt import (
     EXTRACTION_SCHEMA,
     HISTORY_SECTIONS,
@@ -56,6 +62,7 @@ __all__ = [
     "extract",
     "gate",
     "parse_reply",
+    "use_compact_prompt",
 ]
 
 # Keys of `Extraction.rejected`: why the gate dropped a proposal (one reason per proposal).
@@ -70,6 +77,8 @@ GATE_REASONS: Final = (
     "unknown_id",
     "bad_field",
 )
+# Models with a smaller context window get the compact prompt under `extraction_prompt: auto`.
+COMPACT_PROMPT_BELOW_TOKENS: Final = 8192
 T = TypeVar("T")
 
 _KEPT: Final = {"scope": "user", "durability": "durable", "authority": "descriptive"}
@@ -304,12 +313,10 @@ def _model_name(model: Any) -> str:
     return type(model).__name__
 
 
-def _structured(model: BaseChatModel) -> Runnable[Any, Any] | None:
-    """The model bound to `EXTRACTION_SCHEMA`, or None when it offers no structured output."""
+def _structured(model: BaseChatModel, schema: dict[str, Any]) -> Runnable[Any, Any] | None:
+    """The model bound to `schema`, or None when it offers no structured output."""
     try:
-        return model.with_structured_output(
-            EXTRACTION_SCHEMA, method="json_schema", include_raw=True
-        )
+        return model.with_structured_output(schema, method="json_schema", include_raw=True)
     except (NotImplementedError, AttributeError, TypeError, ValueError):
         # NotImplementedError: LangChain's default for models without tool calling;
         # ValueError/TypeError: integrations that refuse the method or an argument;
@@ -370,13 +377,16 @@ def extract(
     thread_id: str | None = None,
     user_id: str | None = None,
     trace_id: str | None = None,
+    compact: bool = False,
 ) -> tuple[Extraction, dict[str, Any]]:
     """Run one extraction call over `turns` and gate its reply.
 
     Uses the model's structured output (JSON schema) when it has one, else a plain call whose
-    text goes through `parse_reply`. `callbacks.notify_call` runs before the call and may add
-    tracing to the invoke config (`run_name`, `tags`, `metadata`, `callbacks`), which is passed
-    to `invoke`; `notify_result` runs after it, on failure too.
+    text goes through `parse_reply`. With `compact`, the prompt is the few-shot one for small
+    models (`compact.build_compact_messages`): it proposes new facts only, and facts copied from
+    its example or not said by the user are dropped after the gate. `callbacks.notify_call` runs
+    before the call and may add tracing to the invoke config (`run_name`, `tags`, `metadata`,
+    `callbacks`), which is passed to `invoke`; `notify_result` runs after it, on failure too.
 
     Args:
         model: the chat model.
@@ -389,6 +399,7 @@ def extract(
         thread_id: for tracing metadata.
         user_id: for tracing metadata.
         trace_id: for tracing metadata.
+        compact: use the compact prompt (see `use_compact_prompt`).
 
     Returns:
         The gated extraction, and metrics: `token_usage` (`input_tokens`, `output_tokens`,
@@ -399,13 +410,17 @@ def extract(
             keys; `error.metrics` has what is known of the attempt.
         ValueError: bad `turns` (see `build_messages`).
     """
-    messages = build_messages(
-        memory,
-        turns,
-        signals=signals,
-        stale_candidates=stale_candidates,
-        consolidation_candidates=consolidation_candidates,
-    )
+    if compact:
+        messages, schema = build_compact_messages(turns), COMPACT_SCHEMA
+    else:
+        messages = build_messages(
+            memory,
+            turns,
+            signals=signals,
+            stale_candidates=stale_candidates,
+            consolidation_candidates=consolidation_candidates,
+        )
+        schema = EXTRACTION_SCHEMA
     prompt = "\n\n".join(f"{message.type}: {message.text}" for message in messages)
     hooks = callbacks or MemoryCallbacks()
     model_name = _model_name(model)
@@ -429,7 +444,7 @@ def extract(
             model_name=model_name,
         )
 
-    runnable: Runnable[Any, Any] = _structured(model) or model
+    runnable: Runnable[Any, Any] = _structured(model, schema) or model
     started = time.perf_counter()
     try:
         output = runnable.invoke(messages, config=cast(RunnableConfig, invoke_config))
@@ -454,7 +469,24 @@ def extract(
         raise error
     report(response, None)
     known = _known_ids(memory, stale_candidates, consolidation_candidates)
-    return gate(reply, known_fact_ids=known), metrics
+    if not compact:
+        return gate(reply, known_fact_ids=known), metrics
+    return ground(gate(with_kept_labels(reply), known_fact_ids=known), turns), metrics
+
+
+def use_compact_prompt(setting: str, model: BaseChatModel) -> bool:
+    """Whether extraction with `model` uses the compact prompt.
+
+    `setting` is `backend_config.extraction_prompt`: `full`, `compact`, or `auto`, which picks
+    the compact prompt for a model whose profile reports a context window below
+    `COMPACT_PROMPT_BELOW_TOKENS`: the full prompt's instructions alone are about 1,700 tokens,
+    before the stored facts and the conversation.
+    """
+    if setting != "auto":
+        return setting == "compact"
+    profile = getattr(model, "profile", None) or {}
+    window = profile.get("max_input_tokens") if isinstance(profile, Mapping) else None
+    return isinstance(window, int) and window < COMPACT_PROMPT_BELOW_TOKENS
 
 
 # Named providers and the LangChain integration each needs; anything else is a class path.

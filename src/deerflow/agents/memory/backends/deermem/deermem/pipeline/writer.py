@@ -168,7 +168,10 @@ class MemoryWriter:
     def _extract_and_apply(self, item: QueueItem) -> dict[str, Any]:
         # Imported here: LangChain's model machinery costs hundreds of milliseconds to import,
         # which reads and CLI commands that never extract should not pay.
-        from deerflow.agents.memory.backends.deermem.deermem.pipeline.extraction import extract
+        from deerflow.agents.memory.backends.deermem.deermem.pipeline.extraction import (
+            extract,
+            use_compact_prompt,
+        )
 
         thread_id, user_id, agent_name = item.key
         turns = [Turn.from_dict(turn) for turn in item.turns]
@@ -177,8 +180,9 @@ class MemoryWriter:
         )
         snapshot = self._storage.load(user_id, agent_name)
         now = datetime.now(UTC)
+        model = self._chat_model()
         extraction, metrics = extract(
-            self._chat_model(),
+            model,
             self._document(snapshot),
             [{"role": turn.role, "text": turn.text} for turn in turns],
             signals=signals,
@@ -188,6 +192,7 @@ class MemoryWriter:
             thread_id=thread_id,
             user_id=user_id,
             trace_id=item.trace_id,
+            compact=use_compact_prompt(self._config.extraction_prompt, model),
         )
         usage = FactUsage(Path(self._config.storage_path))
         heat = usage.capacity_heat(self._config, snapshot.user_id, snapshot.bucket, now)

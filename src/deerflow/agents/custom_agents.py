@@ -1,0 +1,110 @@
+"""Custom agents: folders `{home}/agents/{name}/` holding `config.yaml` and an optional `SOUL.md`.
+
+`config.yaml` picks the agent's model and MCP servers (every key is optional; an empty file is a
+valid agent); `SOUL.md` is prose added to the lead agent's system prompt: the agent's persona
+and instructions. The folder name is the agent's name, which is also its memory bucket.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Final
+
+import yaml
+from pydantic import Field
+
+from deerflow.config.loader import ConfigError, interpolate, warn_unknown_keys
+from deerflow.config.schema import ConfigSection
+from deerflow.validation import parse_model
+
+__all__ = ["AGENTS_DIR", "AgentConfig", "CustomAgent", "list_agents", "load_agent"]
+
+AGENTS_DIR: Final = "agents"
+CONFIG_FILE: Final = "config.yaml"
+SOUL_FILE: Final = "SOUL.md"
+# Also a memory bucket name and a directory name: keep it to portable characters.
+_NAME: Final = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,63}")
+
+
+class AgentConfig(ConfigSection):
+    """The keys of an agent's `config.yaml`."""
+
+    description: str = Field(default="", description="One line shown by `deerflow chat`.")
+    model: str | None = Field(
+        default=None, description="A name from `models:`; None: the default model."
+    )
+    mcp_servers: list[str] | None = Field(
+        default=None, description="Names from `mcp_servers:`; None: all of them."
+    )
+
+
+@dataclass(frozen=True)
+class CustomAgent:
+    """One custom agent as found on disk."""
+
+    name: str
+    config: AgentConfig
+    soul: str
+
+
+def agents_root(home: Path) -> Path:
+    return home / AGENTS_DIR
+
+
+def list_agents(home: Path) -> list[str]:
+    """The names of the custom agents under `home`, sorted."""
+    root = agents_root(home)
+    if not root.is_dir():
+        return []
+    return sorted(
+        entry.name
+        for entry in root.iterdir()
+        if entry.is_dir() and _NAME.fullmatch(entry.name) and (entry / CONFIG_FILE).is_file()
+    )
+
+
+def load_agent(name: str, home: Path, environ: Mapping[str, str] | None = None) -> CustomAgent:
+    """Read the agent `name` from `{home}/agents/{name}/`.
+
+    Raises:
+        ValueError: `name` is not 1-64 letters, digits, `_` or `-`, or there is no such agent
+            (the message lists the agents there are).
+        ConfigError: its `config.yaml` is unreadable or invalid (the message names the file and
+            the key), or `SOUL.md` cannot be read.
+    """
+    if not _NAME.fullmatch(name):
+        raise ValueError(
+            f"agent name {name!r}: use 1-64 letters, digits, '_' or '-', starting with a letter "
+            "or digit"
+        )
+    folder = agents_root(home) / name
+    config_path = folder / CONFIG_FILE
+    if not config_path.is_file():
+        known = ", ".join(list_agents(home)) or "none"
+        raise ValueError(f"no agent {name!r}: {config_path} does not exist (agents: {known})")
+    try:
+        raw = yaml.safe_load(config_path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"{config_path}: cannot read: {exc}") from exc
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"{config_path}: not valid YAML: {exc}") from exc
+    if raw is None:
+        raw = {}
+    if not isinstance(raw, dict):
+        raise ConfigError(f"{config_path}: the top level must be a mapping")
+    env = os.environ if environ is None else environ
+    try:
+        config = parse_model(AgentConfig, interpolate(raw, env), "")
+    except ValueError as exc:
+        raise ConfigError(f"{config_path}: {exc}") from None
+    warn_unknown_keys(config, str(config_path))
+    soul_path = folder / SOUL_FILE
+    try:
+        soul = soul_path.read_text(encoding="utf-8").strip() if soul_path.is_file() else ""
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"{soul_path}: cannot read: {exc}") from exc
+    return CustomAgent(name=name, config=config, soul=soul)

@@ -1,0 +1,30 @@
+"""The gateway benchmark runs end to end in `--quick` mode; no timing is asserted."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+@pytest.mark.timeout(180)
+def test_quick_gateway_benchmark_reports_every_scenario(tmp_path: Path) -> None:
+    out = tmp_path / "gateway.json"
+    command = [sys.executable, "-m", "benchmarks.gateway_bench", "--quick", "--json", str(out)]
+    done = subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=170)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    results = json.loads(out.read_text())
+    scenarios = results["scenarios"]
+    assert set(scenarios) == {"get_memory", "get_memory+writers", "search", "search+writers"}
+    for name, scenario in scenarios.items():
+        assert scenario["reads"]["n"] > 0, name
+        assert scenario["reads"]["non_2xx"] == {}, name
+        if name.endswith("+writers"):
+            assert scenario["writes"]["n"] > 0
+            assert scenario["writes"]["non_2xx"] == {}
+    assert "load_average_before" in results["machine"]
