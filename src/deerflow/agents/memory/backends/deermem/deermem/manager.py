@@ -48,6 +48,7 @@ from deerflow.agents.memory.backends.deermem.deermem.core.storage import (
     MemoryStorage,
     load_storage,
 )
+from deerflow.agents.memory.backends.deermem.deermem.core.token_cache import TokenCache
 from deerflow.agents.memory.backends.deermem.deermem.core.tokens import TokenCounter
 from deerflow.agents.memory.backends.deermem.deermem.governance import (
     CapacityPolicy,
@@ -121,7 +122,9 @@ class DeerMemMemoryManager(MemoryManager):
         self._config = parse_config(self.backend_config)
         self._storage = load_storage(self._config)
         self._index = _open_index(Path(self._config.storage_path) / ".retrieval" / "index.sqlite3")
-        self._tokens = TokenCounter()
+        self._tokens = TokenCounter(
+            cache=TokenCache(Path(self._config.storage_path) / ".retrieval" / "tokens.sqlite3")
+        )
         self._usage = FactUsage(Path(self._config.storage_path))
         self._writer = MemoryWriter(
             self._config,
@@ -241,6 +244,7 @@ class DeerMemMemoryManager(MemoryManager):
             include_facts=self.mode == "middleware",
             count_tokens=self._tokens.count,
         )
+        self._tokens.flush()  # lines counted now need no tokenizer in the next process
         if not relevant:
             with self._cache_lock:
                 if len(self._context_cache) >= CONTEXT_CACHE_SIZE:
@@ -560,6 +564,7 @@ class DeerMemMemoryManager(MemoryManager):
     def close(self) -> None:
         self._writer.close()
         self._index.close()
+        self._tokens.close()
 
     # -- internals -------------------------------------------------------------------------------
 
