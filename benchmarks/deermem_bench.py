@@ -567,12 +567,24 @@ def bench_context(plan: Plan, root: Path, log: Log) -> dict[str, Any]:
     return result
 
 
+def child_env(root: Path) -> dict[str, str]:
+    """The environment of a cold start: bytecode cached beside the store, the throw-away start
+    filling the cache, whatever the caller's environment says.
+
+    With PYTHONDONTWRITEBYTECODE every start would compile every module from source, which a
+    deployed process does not do.
+    """
+    env = os.environ | {"PYTHONPYCACHEPREFIX": str(root.parent / "pycache")}
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
+    return env
+
+
 def cold_start_once(root: Path, user: str, warm: bool) -> dict[str, Any]:
     command = [sys.executable, str(HERE / "cold_start_child.py"), str(root), user]
     if warm:
         command.append("--warm")
     launched = time.time()
-    with subprocess.Popen(command, stdout=subprocess.PIPE, text=True) as child:
+    with subprocess.Popen(command, stdout=subprocess.PIPE, text=True, env=child_env(root)) as child:
         assert child.stdout is not None
         line = child.stdout.readline()
         answered = time.time()
@@ -585,7 +597,7 @@ def cold_start_once(root: Path, user: str, warm: bool) -> dict[str, Any]:
     return report
 
 
-def import_profile(top: int = 12) -> dict[str, Any]:
+def import_profile(root: Path, top: int = 12) -> dict[str, Any]:
     """`python -X importtime` of the manager module: own import time summed per top package.
 
     -X importtime adds its own overhead, so read the shares, not the absolute sum.
@@ -593,6 +605,7 @@ def import_profile(top: int = 12) -> dict[str, Any]:
     module = "deerflow.agents.memory.backends.deermem.deermem.manager"
     child = subprocess.run(
         [sys.executable, "-X", "importtime", "-c", f"import {module}"],
+        env=child_env(root),
         capture_output=True,
         text=True,
         check=True,
@@ -641,7 +654,7 @@ def bench_cold_start(plan: Plan, root: Path, log: Log) -> dict[str, Any]:
                 "chars": runs[0]["chars"],
                 "runs": runs,
             }
-    result["import_profile"] = import_profile()
+    result["import_profile"] = import_profile(root)
     result["note"] = (
         "total: wall time from launching `python benchmarks/cold_start_child.py` to reading its "
         "answer line; interpreter = until the child's first statement; '/warm' rows call "
@@ -1049,7 +1062,7 @@ def workspace(parent: Path | None, keep: bool) -> Iterator[Path]:
             shutil.rmtree(path, ignore_errors=True)
 
 
-def run(plan: Plan, workdir: Path, log: Log) -> dict[str, Any]:
+def run(plan: Plan, workdir: Path, log: Log, only: str | None = None) -> dict[str, Any]:
     started = datetime.now(UTC).isoformat(timespec="seconds")
     need_gb = 0.5 + 1e-5 * max(plan.others)  # about 10 kB a fact: file, history line, index
     free_gb = shutil.disk_usage(workdir).free / 1024**3
@@ -1069,6 +1082,10 @@ def run(plan: Plan, workdir: Path, log: Log) -> dict[str, Any]:
     ingest_report["context"] = ingest(
         context_root, [(f"ctx{n}", 100 + n, n) for n in plan.context_sizes], 1
     )
+    if only == "cold_start":
+        sections["ingest"] = ingest_report
+        sections["cold_start"] = bench_cold_start(plan, context_root, log)
+        return report(plan, started, machine, sections)
     for others in plan.others:
         root = workdir / f"store-{others}"
         ingest_report[str(others)] = ingest(root, store_users(plan, others), plan.workers)
@@ -1101,6 +1118,12 @@ def run(plan: Plan, workdir: Path, log: Log) -> dict[str, Any]:
     }
     sections["index_update"] = {str(s["facts"]): s["updates"] for s in stores.values()}
     sections["reindex"] = largest["reindex"] | {"store_facts": largest["facts"]}
+    return report(plan, started, machine, sections)
+
+
+def report(
+    plan: Plan, started: str, machine: dict[str, Any], sections: dict[str, Any]
+) -> dict[str, Any]:
     return {
         "schema": 1,
         "benchmark": "deermem",
@@ -1126,17 +1149,29 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--markdown", type=Path, help="write the tables as Markdown here")
     parser.add_argument("--workdir", type=Path, help="parent of the temporary stores")
     parser.add_argument("--keep", action="store_true", help="keep the temporary stores")
+    parser.add_argument(
+        "--only",
+        choices=("cold_start",),
+        help="run this section alone and print its medians (with --json, its numbers)",
+    )
     args = parser.parse_args(argv)
+    if args.only and (args.png or args.markdown):
+        parser.error("--only writes no chart or Markdown tables")
     plan = QUICK if args.quick else FULL
     log = Log()
     with workspace(args.workdir, args.keep) as workdir:
         log(f"{'quick' if plan.quick else 'full'} run in {workdir}")
-        results = run(plan, workdir, log)
+        results = run(plan, workdir, log, args.only)
     results["wall_seconds"] = time.perf_counter() - log.start
     results["machine"]["loadavg_at_end"] = os.getloadavg()  # 1, 5, 15 min: others' load
-    results["rows"] = deermem_report.rows(results)
-    results["targets"] = deermem_report.targets(results)
-    deermem_report.print_tables(results)
+    if args.only:
+        for key, entry in results["sections"][args.only]["runs"].items():
+            parts = ", ".join(f"{k} {v:.1f}" for k, v in entry["breakdown_p50"].items())
+            print(f"{args.only} {key}: p50 {entry['total']['p50']:.1f} ms ({parts})")
+    else:
+        results["rows"] = deermem_report.rows(results)
+        results["targets"] = deermem_report.targets(results)
+        deermem_report.print_tables(results)
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps(results, indent=1) + "\n")

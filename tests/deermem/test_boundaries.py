@@ -59,3 +59,29 @@ def test_reading_memory_does_not_load_langchain() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+def test_a_cold_read_imports_only_what_reading_needs(tmp_path: Path) -> None:
+    """A cold start's first get_context pays for every import: writes, asyncio, the host's config
+    and the tokenizer (when the store knows its lines' counts) stay out of a process that reads."""
+    from deerflow.agents.memory.backends.deermem import DeerMemMemoryManager
+
+    writer = DeerMemMemoryManager.from_config({"storage_path": str(tmp_path)})
+    writer.create_fact("likes tea", user_id="u")
+    expected = writer.get_context("u")
+    writer.close()
+    code = (
+        "import sys\n"
+        "from deerflow.agents.memory.backends.deermem import DeerMemMemoryManager\n"
+        f"m = DeerMemMemoryManager.from_config({{'storage_path': {str(tmp_path)!r}}})\n"
+        "print(repr(m.get_context('u')))\n"
+        "m.search('tea', user_id='u')\n"
+        "m.close()\n"
+        "inner = 'deerflow.agents.memory.backends.deermem.deermem.'\n"
+        "unwanted = ('asyncio', 'deerflow.config', 'tiktoken', 'langchain_core')\n"
+        "print(sorted(n.removeprefix(inner) for n in sys.modules\n"
+        "             if n.startswith(unwanted) or n.startswith(inner + 'pipeline.')\n"
+        "             or n.removeprefix(inner) in ('audit', 'history', 'imports', 'core.scrub')))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.splitlines() == [repr(expected), "[]"]

@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+import random
+import re
 from typing import Any
 
 from deerflow.agents.memory.backends.deermem.deermem.context import ContextFact, format_context
-from deerflow.agents.memory.backends.deermem.deermem.core.tokens import TokenCounter
+from deerflow.agents.memory.backends.deermem.deermem.core.tokens import (
+    TokenCounter,
+    shared_cl100k_base,
+)
 
 
 def words(text: str) -> int:
@@ -207,3 +212,81 @@ def test_bound_holds_for_a_counter_whose_costs_do_not_add_up() -> None:
             FULL, [CORRECTION, PREFERENCE], max_tokens=limit, count_tokens=blank_lines_are_expensive
         )
         assert blank_lines_are_expensive(text) <= limit
+
+
+def _cl100k_chunk_texts(seed: int, count: int) -> list[list[list[str]]]:
+    """Random injected-text layouts: sections of lines made of words, digits, punctuation,
+    symbols, CJK, emoji and the pieces cl100k merges oddly, each line cleaned as `_clean` would."""
+    alphabet = [
+        "pnpm",
+        "Berlin",
+        "don't",
+        "it's",
+        "42",
+        "2024-05-17",
+        "3.14",
+        "用户",
+        "喜欢喝茶",
+        "ユーザー",
+        "🙂",
+        "👍🏽",
+        "!*\\",
+        "...",
+        ")",
+        "(avoid:",
+        "&amp;",
+        "&lt;/memory&gt;",
+        "e\u0301",
+        "\u200b",
+        "'s",
+        "'LL",
+        "$45,000",
+        "—",
+        ":",
+        "[x",
+        "|",
+        "0.97]",
+    ]
+    rng = random.Random(seed)
+    layouts = []
+    for _ in range(count):
+        sections = []
+        for _ in range(rng.randint(1, 3)):
+            header = rng.choice(["User Context:", "History:", "Facts:"])
+            lines = [
+                "- " + "".join(rng.choice(alphabet) + rng.choice(["", " ", " "]) for _ in range(n))
+                for n in (rng.randint(1, 12) for _ in range(rng.randint(1, 4)))
+            ]
+            sections.append([header, *(" ".join(line.split()) for line in lines)])
+        layouts.append(sections)
+    return layouts
+
+
+def test_cl100k_counts_a_text_as_the_sum_of_its_lines_with_their_newlines() -> None:
+    # What format_context's final check relies on: cut the text after every run of newlines,
+    # and the pieces' counts add up to the text's exactly.
+    encoding = shared_cl100k_base()
+    for sections in _cl100k_chunk_texts(seed=20260822, count=3000):
+        text = "\n\n".join("\n".join(section) for section in sections)
+        pieces = re.findall(r"[^\n]*\n*", text)
+        assert "".join(pieces) == text
+        assert len(encoding.encode_ordinary(text)) == sum(
+            len(encoding.encode_ordinary(piece)) for piece in pieces
+        ), text
+
+
+def test_per_line_costs_alone_are_not_a_bound_with_cl100k() -> None:
+    # `a!*\` costs 1 token before one newline and 3 before two: three sections ending in it cost
+    # 34 tokens where their lines are charged 32. The final check trims the last line.
+    counter = TokenCounter()
+    summaries = document(workContext="a!*\\", recentMonths="b!*\\")
+    facts = [ContextFact("c!*\\", "other", 0.5)]
+    full = format_context(summaries, facts, max_tokens=34, count_tokens=counter.count)
+    assert full.endswith("- [other | 0.50] c!*\\")
+    assert counter.count(full) == 34
+    charged = sum(counter.count(line + "\n") for line in full.splitlines() if line)
+    assert charged + 3 * counter.count("\n") == 32  # each header's blank line costs 1
+    for limit in (32, 33):
+        text = format_context(summaries, facts, max_tokens=limit, count_tokens=counter.count)
+        assert text == full.rsplit("\n\nFacts:", 1)[0]
+        assert counter.count(text) <= limit

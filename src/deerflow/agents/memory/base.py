@@ -9,11 +9,10 @@ never blocked by a backend that does blocking I/O.
 
 from __future__ import annotations
 
-import asyncio
 import inspect
 from abc import ABC, abstractmethod
-from collections.abc import Mapping
-from typing import Any, ClassVar, Literal, Self, TypeVar
+from collections.abc import Callable, Mapping
+from typing import Any, ClassVar, Literal, ParamSpec, Self, TypeVar
 
 from pydantic import BaseModel, ConfigDict, field_validator, model_validator
 
@@ -25,6 +24,8 @@ __all__ = ["MemoryManager", "MemoryMode", "parse_backend_config"]
 
 MemoryMode = Literal["middleware", "tool"]
 BackendConfigT = TypeVar("BackendConfigT", bound=BaseModel)
+P = ParamSpec("P")
+R = TypeVar("R")
 
 
 def parse_backend_config(
@@ -282,7 +283,7 @@ class MemoryManager(BaseModel, ABC):
         user_id: str | None = None,
         trace_id: str | None = None,
     ) -> None:
-        await asyncio.to_thread(
+        await _in_thread(
             self.add, thread_id, messages, agent_name=agent_name, user_id=user_id, trace_id=trace_id
         )
 
@@ -294,7 +295,7 @@ class MemoryManager(BaseModel, ABC):
         agent_name: str | None = None,
         user_id: str | None = None,
     ) -> None:
-        await asyncio.to_thread(
+        await _in_thread(
             self.add_nowait, thread_id, messages, agent_name=agent_name, user_id=user_id
         )
 
@@ -306,7 +307,7 @@ class MemoryManager(BaseModel, ABC):
         thread_id: str | None = None,
         query: str | None = None,
     ) -> str:
-        return await asyncio.to_thread(
+        return await _in_thread(
             self.get_context, user_id, agent_name=agent_name, thread_id=thread_id, query=query
         )
 
@@ -319,36 +320,34 @@ class MemoryManager(BaseModel, ABC):
         agent_name: str | None = None,
         category: str | None = None,
     ) -> list[dict[str, Any]]:
-        return await asyncio.to_thread(
+        return await _in_thread(
             self.search, query, top_k, user_id=user_id, agent_name=agent_name, category=category
         )
 
     async def aget_memory(
         self, *, user_id: str | None = None, agent_name: str | None = None
     ) -> dict[str, Any]:
-        return await asyncio.to_thread(self.get_memory, user_id=user_id, agent_name=agent_name)
+        return await _in_thread(self.get_memory, user_id=user_id, agent_name=agent_name)
 
     async def areload_memory(
         self, *, user_id: str | None = None, agent_name: str | None = None
     ) -> dict[str, Any]:
-        return await asyncio.to_thread(self.reload_memory, user_id=user_id, agent_name=agent_name)
+        return await _in_thread(self.reload_memory, user_id=user_id, agent_name=agent_name)
 
     async def aclear_memory(
         self, *, user_id: str | None = None, agent_name: str | None = None
     ) -> dict[str, Any]:
-        return await asyncio.to_thread(self.clear_memory, user_id=user_id, agent_name=agent_name)
+        return await _in_thread(self.clear_memory, user_id=user_id, agent_name=agent_name)
 
     async def aimport_memory(
         self, data: dict[str, Any], *, user_id: str | None = None, agent_name: str | None = None
     ) -> dict[str, Any]:
-        return await asyncio.to_thread(
-            self.import_memory, data, user_id=user_id, agent_name=agent_name
-        )
+        return await _in_thread(self.import_memory, data, user_id=user_id, agent_name=agent_name)
 
     async def aexport_memory(
         self, *, user_id: str | None = None, agent_name: str | None = None
     ) -> dict[str, Any]:
-        return await asyncio.to_thread(self.export_memory, user_id=user_id, agent_name=agent_name)
+        return await _in_thread(self.export_memory, user_id=user_id, agent_name=agent_name)
 
     async def acreate_fact(
         self,
@@ -359,7 +358,7 @@ class MemoryManager(BaseModel, ABC):
         user_id: str | None = None,
         agent_name: str | None = None,
     ) -> tuple[dict[str, Any], str | None]:
-        return await asyncio.to_thread(
+        return await _in_thread(
             self.create_fact, content, category, confidence, user_id=user_id, agent_name=agent_name
         )
 
@@ -373,7 +372,7 @@ class MemoryManager(BaseModel, ABC):
         user_id: str | None = None,
         agent_name: str | None = None,
     ) -> dict[str, Any]:
-        return await asyncio.to_thread(
+        return await _in_thread(
             self.update_fact,
             fact_id,
             content,
@@ -386,31 +385,29 @@ class MemoryManager(BaseModel, ABC):
     async def adelete_fact(
         self, fact_id: str, *, user_id: str | None = None, agent_name: str | None = None
     ) -> dict[str, Any]:
-        return await asyncio.to_thread(
-            self.delete_fact, fact_id, user_id=user_id, agent_name=agent_name
-        )
+        return await _in_thread(self.delete_fact, fact_id, user_id=user_id, agent_name=agent_name)
 
     async def aget_history(
         self, *, user_id: str | None = None, agent_name: str | None = None, limit: int = 100
     ) -> list[dict[str, Any]]:
-        return await asyncio.to_thread(
+        return await _in_thread(
             self.get_history, user_id=user_id, agent_name=agent_name, limit=limit
         )
 
     async def arevert_change(self, change_id: str, *, user_id: str | None = None) -> dict[str, Any]:
-        return await asyncio.to_thread(self.revert_change, change_id, user_id=user_id)
+        return await _in_thread(self.revert_change, change_id, user_id=user_id)
 
     async def ashutdown_flush(self, timeout: float) -> bool:
-        return await asyncio.to_thread(self.shutdown_flush, timeout)
+        return await _in_thread(self.shutdown_flush, timeout)
 
     async def awarm(self) -> bool | None:
-        return await asyncio.to_thread(self.warm)
+        return await _in_thread(self.warm)
 
     async def acancel_pending(self, *, user_id: str | None, agent_name: str | None = None) -> int:
-        return await asyncio.to_thread(self.cancel_pending, user_id=user_id, agent_name=agent_name)
+        return await _in_thread(self.cancel_pending, user_id=user_id, agent_name=agent_name)
 
     async def aclose(self) -> None:
-        await asyncio.to_thread(self.close)
+        await _in_thread(self.close)
 
 
 def overrides(cls: type[MemoryManager], method: str) -> bool:
@@ -438,3 +435,10 @@ def check_contract(cls: type[MemoryManager], mode: str) -> None:
             f"memory.mode 'tool' needs a backend that implements search(), and {name} does not: "
             f"use mode 'middleware' or a backend with search()."
         )
+
+
+async def _in_thread(func: Callable[P, R], /, *args: P.args, **kwargs: P.kwargs) -> R:
+    """`asyncio.to_thread`, imported on first use: sync-only callers never pay for asyncio."""
+    import asyncio
+
+    return await asyncio.to_thread(func, *args, **kwargs)

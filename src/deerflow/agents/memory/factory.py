@@ -7,14 +7,15 @@ import logging
 import pkgutil
 import threading
 from pathlib import Path
-from typing import Any, TypeGuard
+from typing import TYPE_CHECKING, Any, TypeGuard
 
 from deerflow.agents.memory import backends
 from deerflow.agents.memory.base import MemoryManager
 from deerflow.agents.memory.hooks import HostHooks, default_host_hooks
-from deerflow.config.loader import load_config, runtime_home
-from deerflow.config.schema import AppConfig, MemoryConfig
 from deerflow.importing import import_object, looks_like_object_path
+
+if TYPE_CHECKING:
+    from deerflow.config.schema import AppConfig, MemoryConfig
 
 __all__ = [
     "available_backends",
@@ -115,6 +116,9 @@ def build_memory_manager(
         ValueError: an unusable `manager_class` or `storage_path`, or the backend refused its
             configuration (including `mode: tool` for a backend without `search()`).
     """
+    # Imported here: the loader brings in PyYAML, which a backend imported alone never needs.
+    from deerflow.config.loader import runtime_home
+
     cls = resolve_manager_class(memory.manager_class)
     backend_config = resolve_storage_path(memory.backend_config, home or runtime_home())
     manager = cls.from_config(backend_config, mode=memory.mode, **(host_hooks or {}))
@@ -128,6 +132,8 @@ def get_memory_manager(config: AppConfig | None = None) -> MemoryManager:
     `config` matters only on the first call; later calls return the same manager until
     `reset_memory_manager()`. Without `config`, `config.yaml` is loaded.
     """
+    from deerflow.config.loader import load_config  # see build_memory_manager
+
     global _manager
     if _manager is None:
         with _manager_lock:

@@ -8,12 +8,13 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from contextlib import AbstractContextManager
-from typing import Any, Final, TypedDict
+from typing import TYPE_CHECKING, Any, Final, TypedDict
 
 from deerflow.agents.memory.callbacks import MemoryCallbacks
-from deerflow.config.schema import AppConfig
-from deerflow.models.factory import create_chat_model
 from deerflow.tracing import trace_context
+
+if TYPE_CHECKING:
+    from deerflow.config.schema import AppConfig
 
 __all__ = ["HostHooks", "default_host_hooks", "keep_hidden_message", "log_extraction_metrics"]
 
@@ -60,6 +61,9 @@ def log_extraction_metrics(payload: dict[str, Any]) -> None:
 
 def default_host_hooks(config: AppConfig) -> HostHooks:
     """The hooks DeerFlow offers: its default chat model, tracing and metrics logging."""
+    # Imported here: the config models are the host's; a backend imported alone needs none.
+    from deerflow.models.factory import create_chat_model
+
     return HostHooks(
         callbacks=MemoryCallbacks(),
         host_llm_factory=lambda: create_chat_model(config),

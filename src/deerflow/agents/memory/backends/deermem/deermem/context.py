@@ -22,9 +22,17 @@ Budgeting, in priority order, all within `max_tokens`:
 
 Each pool is a prefix: the first line that does not fit ends it, later (shorter) lines are not
 tried. A line costs `count_tokens(line + "\\n")`, a section header the same plus one blank line.
-With cl100k these costs add up to at least the real count (no exception in 3,000 random trials);
-the assembled text is still counted once more, and trimmed from the end if needed, so the bound
-holds for any counter. The header "Facts:" is charged to the total, not to the guaranteed budget.
+The header "Facts:" is charged to the total, not to the guaranteed budget.
+
+These costs do not always add up to at least the real count: with cl100k, `!*\\` followed by one
+newline is 1 token, followed by two it is 3, so a section ending in it costs more than charged.
+The assembled text is therefore counted once more, and trimmed from the end until it fits. It is
+counted piece by piece, each line with the newlines that follow it (`_pieces`), which for cl100k
+is exactly the count of the whole text: its pre-tokenizer always ends a chunk after a run of
+newlines followed by a visible character, which is where every piece ends, and BPE never merges
+across chunks (a test checks the identity on random texts). So the check needs the counts of
+lines, which a `TokenCache` can supply without loading the tokenizer. For the estimate the sum
+is at least the whole count, so the bound holds there too.
 """
 
 from __future__ import annotations
@@ -127,6 +135,14 @@ def _render(sections: Sequence[_Section]) -> str:
     return "\n\n".join("\n".join([header, *lines]) for header, lines in sections if lines)
 
 
+def _pieces(sections: Sequence[_Section]) -> Iterator[str]:
+    """`_render`'s text cut after each line: the line and the newlines that follow it."""
+    shown = [[header, *lines] for header, lines in sections if lines]
+    for number, section in enumerate(shown, 1):
+        yield from (line + "\n" for line in section[:-1])
+        yield section[-1] + ("\n\n" if number < len(shown) else "")
+
+
 def format_context(
     summaries: Mapping[str, object],
     facts: Iterable[ContextFact],
@@ -143,11 +159,12 @@ def format_context(
         summaries: the memory document, or a mapping with its `user` and `history` parts; other
             keys are ignored.
         facts: best first; facts with blank content are skipped. Read once, lazily.
-        max_tokens: bound on `count_tokens` of the whole result.
+        max_tokens: bound on the result's count, the sum of its pieces' (module docstring).
         guaranteed_categories: categories placed first, within `guaranteed_token_budget`.
         guaranteed_token_budget: token budget of the guaranteed lines.
         include_facts: False in tool mode, where facts come through `memory_search`.
-        count_tokens: the token counter the budget is measured with.
+        count_tokens: the token counter the budget is measured with; the bound is exact
+            for counters whose count of a text is at most the sum over its pieces.
 
     Returns:
         The text, or "" when there is nothing to inject.
@@ -189,9 +206,10 @@ def format_context(
         (_HISTORY_HEADER, history),
         (_FACTS_HEADER, guaranteed + regular),
     ]
-    text = _render(sections)
-    # Per-line costs need not add up for every counter: trim from the end until the bound holds.
-    while text and count_tokens(text) > max_tokens:
+    # Per-line costs need not add up (see the module docstring): trim until the bound holds.
+    while (
+        any(lines for _, lines in sections)
+        and sum(map(count_tokens, _pieces(sections))) > max_tokens
+    ):
         next(lines for _, lines in reversed(sections) if lines).pop()
-        text = _render(sections)
-    return text
+    return _render(sections)

