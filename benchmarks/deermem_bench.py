@@ -1,6 +1,7 @@
 """DeerMem performance benchmark: the issue's targets, measured through the public manager.
 
-    uv run python -m benchmarks.deermem_bench [--quick] [--json PATH] [--png PATH] [--markdown PATH]
+    uv run python -m benchmarks.deermem_bench [--quick] [--only PART] [--json PATH] [--png PATH]
+        [--markdown PATH]
 
 (`make bench` runs the full benchmark and writes `benchmarks/results/deermem.{json,png}`.)
 
@@ -77,6 +78,9 @@ from deerflow.agents.memory.backends.deermem.deermem.manager import DeerMemMemor
 from deerflow.agents.memory.backends.deermem.deermem.migrate import migrate_if_needed
 
 HERE = Path(__file__).resolve().parent
+PARTS = ("create_fact", "cold_start", "add", "extraction", "get_context", "stores")
+"""What `--only` selects. `create_fact` includes the search of the bucket it fills; `stores`
+builds the stores of 10^3..10^5 facts and measures search, index updates and reindex there."""
 PROBE_USER = "probe"
 PROBE_NUMBER = 999_999  # the probe user's generator number: the same facts in every store
 WARMUP_QUERIES = 200
@@ -1049,9 +1053,11 @@ def workspace(parent: Path | None, keep: bool) -> Iterator[Path]:
             shutil.rmtree(path, ignore_errors=True)
 
 
-def run(plan: Plan, workdir: Path, log: Log) -> dict[str, Any]:
+def run(plan: Plan, workdir: Path, log: Log, parts: frozenset[str]) -> dict[str, Any]:
+    """The benchmark's `parts` (see `PARTS`), after the disk's fsync floor as a baseline."""
     started = datetime.now(UTC).isoformat(timespec="seconds")
-    need_gb = 0.5 + 1e-5 * max(plan.others)  # about 10 kB a fact: file, history line, index
+    stores_gb = 1e-5 * max(plan.others) if "stores" in parts else 0.0  # ~10 kB a fact
+    need_gb = 0.5 + stores_gb
     free_gb = shutil.disk_usage(workdir).free / 1024**3
     if free_gb < need_gb:
         raise SystemExit(f"{workdir}: {free_gb:.1f} GB free, the benchmark needs ~{need_gb:.1f}")
@@ -1066,45 +1072,53 @@ def run(plan: Plan, workdir: Path, log: Log) -> dict[str, Any]:
 
     ingest_report: dict[str, Any] = {}
     context_root = workdir / "context"
-    ingest_report["context"] = ingest(
-        context_root, [(f"ctx{n}", 100 + n, n) for n in plan.context_sizes], 1
-    )
-    for others in plan.others:
-        root = workdir / f"store-{others}"
-        ingest_report[str(others)] = ingest(root, store_users(plan, others), plan.workers)
-        log(
-            f"ingested store +{others}: {ingest_report[str(others)]['facts']} facts in "
-            f"{ingest_report[str(others)]['seconds']:.1f} s"
+    if parts & {"cold_start", "get_context"}:
+        ingest_report["context"] = ingest(
+            context_root, [(f"ctx{n}", 100 + n, n) for n in plan.context_sizes], 1
         )
-    sections["ingest"] = ingest_report
+    if "stores" in parts:
+        for others in plan.others:
+            root = workdir / f"store-{others}"
+            ingest_report[str(others)] = ingest(root, store_users(plan, others), plan.workers)
+            log(
+                f"ingested store +{others}: {ingest_report[str(others)]['facts']} facts in "
+                f"{ingest_report[str(others)]['seconds']:.1f} s"
+            )
+    if ingest_report:
+        sections["ingest"] = ingest_report
 
-    manager, sections["create_fact"] = bench_create_fact(plan, workdir / "single", log)
-    single = bench_single_search(plan, manager, sections["create_fact"]["user"], log)
-    manager.close()
+    if "create_fact" in parts:
+        manager, sections["create_fact"] = bench_create_fact(plan, workdir / "single", log)
+        single = bench_single_search(plan, manager, sections["create_fact"]["user"], log)
+        manager.close()
+        sections["search"] = {"single_user": single}
 
-    sections["cold_start"] = bench_cold_start(plan, context_root, log)
-    sections["add"] = bench_add(plan, workdir / "pipeline-add", log)
-    sections["extraction"] = bench_extraction(plan, workdir / "pipeline-extraction", log)
-    sections["get_context"] = bench_context(plan, context_root, log)
+    if "cold_start" in parts:
+        sections["cold_start"] = bench_cold_start(plan, context_root, log)
+    if "add" in parts:
+        sections["add"] = bench_add(plan, workdir / "pipeline-add", log)
+    if "extraction" in parts:
+        sections["extraction"] = bench_extraction(plan, workdir / "pipeline-extraction", log)
+    if "get_context" in parts:
+        sections["get_context"] = bench_context(plan, context_root, log)
 
-    stores = {}
-    for others in plan.others:
-        stores[str(others)] = bench_store(
-            plan, workdir / f"store-{others}", others, others == max(plan.others), log
-        )
-    largest = stores[str(max(plan.others))]
-    sections["search"] = {
-        "single_user": single,
-        "stores": {
+    if "stores" in parts:
+        stores = {}
+        for others in plan.others:
+            stores[str(others)] = bench_store(
+                plan, workdir / f"store-{others}", others, others == max(plan.others), log
+            )
+        largest = stores[str(max(plan.others))]
+        sections.setdefault("search", {})["stores"] = {
             key: {k: v for k, v in s.items() if k != "updates"} for key, s in stores.items()
-        },
-    }
-    sections["index_update"] = {str(s["facts"]): s["updates"] for s in stores.values()}
-    sections["reindex"] = largest["reindex"] | {"store_facts": largest["facts"]}
+        }
+        sections["index_update"] = {str(s["facts"]): s["updates"] for s in stores.values()}
+        sections["reindex"] = largest["reindex"] | {"store_facts": largest["facts"]}
     return {
         "schema": 1,
         "benchmark": "deermem",
         "quick": plan.quick,
+        "parts": sorted(parts),
         "command": " ".join(
             [Path(sys.executable).name, "-m", "benchmarks.deermem_bench", *sys.argv[1:]]
         ),
@@ -1126,12 +1140,22 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--markdown", type=Path, help="write the tables as Markdown here")
     parser.add_argument("--workdir", type=Path, help="parent of the temporary stores")
     parser.add_argument("--keep", action="store_true", help="keep the temporary stores")
+    parser.add_argument(
+        "--only",
+        action="append",
+        choices=PARTS,
+        metavar="PART",
+        help=f"run only this part; repeatable; one of: {', '.join(PARTS)}",
+    )
     args = parser.parse_args(argv)
+    parts = frozenset(args.only or PARTS)
+    if args.png and parts != set(PARTS):
+        parser.error("--png draws every part: it cannot be combined with --only")
     plan = QUICK if args.quick else FULL
     log = Log()
     with workspace(args.workdir, args.keep) as workdir:
-        log(f"{'quick' if plan.quick else 'full'} run in {workdir}")
-        results = run(plan, workdir, log)
+        log(f"{'quick' if plan.quick else 'full'} run of {', '.join(sorted(parts))} in {workdir}")
+        results = run(plan, workdir, log, parts)
     results["wall_seconds"] = time.perf_counter() - log.start
     results["machine"]["loadavg_at_end"] = os.getloadavg()  # 1, 5, 15 min: others' load
     results["rows"] = deermem_report.rows(results)
