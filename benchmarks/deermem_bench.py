@@ -704,6 +704,21 @@ def pipeline_manager(
     return manager, extractions
 
 
+def with_cpu(call: Callable[[int], object], into: list[float]) -> Callable[[int], None]:
+    """`call`, also appending the CPU time (ms) the calling thread spent in it to `into`.
+
+    On a shared machine the wall time includes whatever ran instead of this process; the
+    thread's CPU time is what the call itself cost (its system calls included, not the waits).
+    """
+
+    def timed(i: int) -> None:
+        start = time.thread_time()
+        call(i)
+        into.append((time.thread_time() - start) * 1000)
+
+    return timed
+
+
 def split_put(times: list[float], puts: list[float]) -> dict[str, float]:
     """Median ms of the durable put and of the rest of add() (filtering, turn dicts)."""
     return {
@@ -740,9 +755,10 @@ def bench_add(plan: Plan, root: Path, log: Log) -> dict[str, Any]:
             manager.cancel_pending(user_id=user)
         current["messages"] = chat_messages(f"new{i}", rng, ADD_TURNS)
 
+    new_cpu: list[float] = []
     new = time_calls(
         plan.add_new_threads,
-        lambda i: manager.add(f"new{i}", current["messages"], user_id=user),
+        with_cpu(lambda i: manager.add(f"new{i}", current["messages"], user_id=user), new_cpu),
         before=new_thread,
     )
     puts.append(spent.take().get("put", 0.0))
@@ -763,9 +779,12 @@ def bench_add(plan: Plan, root: Path, log: Log) -> dict[str, Any]:
         current["messages"] += chat_messages(current["thread"], rng, 1, first=ADD_TURNS + step)
         lengths.append(ADD_TURNS + step + 1)
 
+    grown_cpu: list[float] = []
     grown = time_calls(
         plan.grow_threads * plan.grow_adds,
-        lambda i: manager.add(current["thread"], current["messages"], user_id=user),
+        with_cpu(
+            lambda i: manager.add(current["thread"], current["messages"], user_id=user), grown_cpu
+        ),
         before=grow,
     )
     puts.append(spent.take().get("put", 0.0))
@@ -774,17 +793,22 @@ def bench_add(plan: Plan, root: Path, log: Log) -> dict[str, Any]:
     manager.close()
     by_length: dict[str, Any] = {}
     for lo in range(ADD_TURNS + 1, ADD_TURNS + plan.grow_adds + 1, 10):
-        band = [t for t, n in zip(grown, lengths, strict=True) if lo <= n < lo + 10]
+        band = [i for i, n in enumerate(lengths) if lo <= n < lo + 10]
         if band:
-            by_length[f"{lo}-{lo + 9}"] = summarize(band)
+            by_length[f"{lo}-{lo + 9}"] = summarize([grown[i] for i in band]) | {
+                "cpu": summarize([grown_cpu[i] for i in band])
+            }
     log(
-        f"add(): new thread p99 {summarize(new)['p99']:.3f} ms, "
-        f"growing thread p99 {summarize(grown)['p99']:.3f} ms"
+        f"add(): new thread p99 {summarize(new)['p99']:.3f} ms "
+        f"(CPU {summarize(new_cpu)['p99']:.3f}), growing thread p99 "
+        f"{summarize(grown)['p99']:.3f} ms (CPU {summarize(grown_cpu)['p99']:.3f})"
     )
     return {
         "first_add_ms": first_ms,
         "new_thread": summarize(new) | {"components_p50": split_put(new, new_puts)},
+        "new_thread_cpu": summarize(new_cpu),
         "same_thread_growing": summarize(grown) | {"components_p50": split_put(grown, puts)},
+        "same_thread_growing_cpu": summarize(grown_cpu),
         "same_thread_by_turns": by_length,
         "extractions_during_measurement": len(extractions),
         "pending_at_end": pending,
@@ -802,7 +826,8 @@ def bench_add(plan: Plan, root: Path, log: Log) -> dict[str, Any]:
             f"(untimed), then {plan.grow_adds} adds of the conversation grown by one turn each "
             "(11-50 turns); no extraction runs (600 s debounce), so no watermark trims the "
             "stored turns; the worker thread runs. first_add_ms opens the journal. "
-            "components: queue.put timed by a wrapper during the series, the rest is add() minus it"
+            "components: queue.put timed by a wrapper during the series, the rest is add() minus "
+            "it; *_cpu: the calling thread's CPU time in the same calls (time.thread_time)"
         ),
     }
 

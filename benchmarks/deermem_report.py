@@ -251,9 +251,12 @@ def rows(results: dict[str, Any]) -> list[dict[str, Any]]:
     if "add" in s:
         add = s["add"]
         turns = add["conversation"]["turns"]
+        cpu = "  CPU time of the calling thread"
         out.append(
             _row("add", "add/new_thread", f"add(), new {turns}-turn thread", add["new_thread"])
         )
+        if "new_thread_cpu" in add:  # not in runs before CPU time was measured
+            out.append(_row("add", "add/new_thread/cpu", cpu, add["new_thread_cpu"]))
         by_turns = add["same_thread_by_turns"]
         span = f"{min(by_turns, key=_lo).split('-')[0]}-{max(by_turns, key=_lo).split('-')[1]}"
         out.append(
@@ -264,10 +267,16 @@ def rows(results: dict[str, Any]) -> list[dict[str, Any]]:
                 add["same_thread_growing"],
             )
         )
+        if "same_thread_growing_cpu" in add:
+            out.append(
+                _row("add", "add/same_thread_growing/cpu", cpu, add["same_thread_growing_cpu"])
+            )
         for band, entry in sorted(by_turns.items(), key=lambda item: _lo(item[0])):
             out.append(
                 _row("add", f"add/same_thread/{band}", f"  of those, at {band} turns", entry)
             )
+            if "cpu" in entry:
+                out.append(_row("add", f"add/same_thread/{band}/cpu", f"  {cpu}", entry["cpu"]))
     if "extraction" in s:
         extraction = s["extraction"]
         out.append(
@@ -434,11 +443,11 @@ def targets(results: dict[str, Any]) -> list[dict[str, Any]]:
             ("same_thread_growing", "the same thread, growing a turn a call"),
         ):
             p99 = add[key]["p99"]
+            detail = f"p50 {add[key]['p50']:.3f} ms"
+            if f"{key}_cpu" in add:
+                detail += f"; CPU time of the calling thread: p99 {add[f'{key}_cpu']['p99']:.3f} ms"
             out.append(
-                _target(
-                    f"add() p99 < 1 ms, {label}", p99, 1.0, "ms", f"p50 {add[key]['p50']:.3f} ms"
-                )
-                | {"met": p99 < 1.0}
+                _target(f"add() p99 < 1 ms, {label}", p99, 1.0, "ms", detail) | {"met": p99 < 1.0}
             )
     return out
 

@@ -73,7 +73,10 @@ def read_message(message: Any) -> ConversationMessage:
     if lc is not None and isinstance(message, lc.BaseMessage):
         kind = message.role if isinstance(message, lc.ChatMessage) else message.type
         extra = message.additional_kwargs
-        calls = (getattr(message, "tool_calls", None), getattr(message, "invalid_tool_calls", None))
+        # Only AI messages carry tool calls; on the others a getattr miss costs a pydantic
+        # `__getattr__` and an exception, several times the rest of this function.
+        ai = isinstance(message, lc.AIMessage)
+        calls = (message.tool_calls, message.invalid_tool_calls) if ai else ()
         return ConversationMessage(
             _ROLES.get(kind),
             _text(message.content),
