@@ -3,8 +3,9 @@
 `prepare_conversation` reads LangChain messages (or plain dicts) and keeps what the user said and
 what the agent finally answered. It drops everything memory must not learn from: tool traffic,
 system prompts, hidden host injections (among them the `<memory>` block, which would otherwise feed
-memory back into itself), upload listings, and trivial turns ("ok", "谢谢") together with the reply
-they got.
+memory back into itself), messages the harness wrote in the user's place (the summary of a
+compacted thread), upload listings, and trivial turns ("ok", "谢谢") together with the reply they
+got.
 
 Signals (correction, preference, …) are not looked for here: that is the slowest part of
 filtering (about a hundred regexes), and `add()` must only enqueue. The queue's worker looks for
@@ -22,6 +23,7 @@ from typing import Any, Final
 from deerflow.agents.memory.backends.deermem.deermem.pipeline.signals import SignalPatterns
 from deerflow.agents.memory.manager import (
     MessageRole,
+    is_harness_message,
     is_hidden,
     is_memory_injection,
     read_message,
@@ -127,7 +129,12 @@ def prepare_conversation(
     # Set by a dropped upload-only or trivial user turn: its reply carries nothing either.
     skip_reply = False
     for message in map(read_message, messages):
-        if message.role is None or message.calls_tools or is_hidden(message, keep_hidden):
+        if (
+            message.role is None
+            or message.calls_tools
+            or is_hidden(message, keep_hidden)
+            or is_harness_message(message)
+        ):
             continue
         if message.role == "assistant":
             text = strip_memory_blocks(message.text)
