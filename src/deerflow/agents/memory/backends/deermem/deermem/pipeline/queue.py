@@ -31,10 +31,10 @@ too, at the price of one fsync per put (`benchmarks/queue_probe.py` measures bot
 
 Checkpoints are the worker's, so that no `put` waits for one: auto-checkpoint is off on the
 connection puts use, and the worker runs a PASSIVE checkpoint (which neither blocks nor waits
-for puts) on a connection of its own each time it goes to sleep: about once a second while
-idle, and between extractions. Puts since the last checkpoint, the ones a power loss may take,
-are then about a second's worth at most, not SQLite's default of up to 1,000 WAL pages. Without
-a worker (`start=False`) SQLite's default applies.
+for puts) on a connection of its own each time it is about to sleep: about once a second while
+idle, and once the items due have been processed. While idle, the puts a power loss may take
+(those since the last checkpoint) are then about a second's worth, not SQLite's default of up to
+1,000 WAL pages. Without a worker (`start=False`) SQLite's default applies.
 
 Delivery is at least once. An item is deleted, and its watermark advanced, in one transaction
 after `process` returns; a crash during `process`, or before that commit, processes it again at
