@@ -1,6 +1,7 @@
 """DeerMem performance benchmark: the issue's targets, measured through the public manager.
 
-    uv run python -m benchmarks.deermem_bench [--quick] [--json PATH] [--png PATH] [--markdown PATH]
+    uv run python -m benchmarks.deermem_bench [--quick] [--only PART] [--json PATH] [--png PATH]
+        [--markdown PATH]
 
 (`make bench` runs the full benchmark and writes `benchmarks/results/deermem.{json,png}`.)
 
@@ -77,6 +78,9 @@ from deerflow.agents.memory.backends.deermem.deermem.manager import DeerMemMemor
 from deerflow.agents.memory.backends.deermem.deermem.migrate import migrate_if_needed
 
 HERE = Path(__file__).resolve().parent
+PARTS = ("create_fact", "cold_start", "add", "extraction", "get_context", "stores")
+"""What `--only` selects. `create_fact` includes the search of the bucket it fills; `stores`
+builds the stores of 10^3..10^5 facts and measures search, index updates and reindex there."""
 PROBE_USER = "probe"
 PROBE_NUMBER = 999_999  # the probe user's generator number: the same facts in every store
 WARMUP_QUERIES = 200
@@ -713,6 +717,21 @@ def pipeline_manager(
     return manager, extractions
 
 
+def with_cpu(call: Callable[[int], object], into: list[float]) -> Callable[[int], None]:
+    """`call`, also appending the CPU time (ms) the calling thread spent in it to `into`.
+
+    On a shared machine the wall time includes whatever ran instead of this process; the
+    thread's CPU time is what the call itself cost (its system calls included, not the waits).
+    """
+
+    def timed(i: int) -> None:
+        start = time.thread_time()
+        call(i)
+        into.append((time.thread_time() - start) * 1000)
+
+    return timed
+
+
 def split_put(times: list[float], puts: list[float]) -> dict[str, float]:
     """Median ms of the durable put and of the rest of add() (filtering, turn dicts)."""
     return {
@@ -749,9 +768,10 @@ def bench_add(plan: Plan, root: Path, log: Log) -> dict[str, Any]:
             manager.cancel_pending(user_id=user)
         current["messages"] = chat_messages(f"new{i}", rng, ADD_TURNS)
 
+    new_cpu: list[float] = []
     new = time_calls(
         plan.add_new_threads,
-        lambda i: manager.add(f"new{i}", current["messages"], user_id=user),
+        with_cpu(lambda i: manager.add(f"new{i}", current["messages"], user_id=user), new_cpu),
         before=new_thread,
     )
     puts.append(spent.take().get("put", 0.0))
@@ -772,9 +792,12 @@ def bench_add(plan: Plan, root: Path, log: Log) -> dict[str, Any]:
         current["messages"] += chat_messages(current["thread"], rng, 1, first=ADD_TURNS + step)
         lengths.append(ADD_TURNS + step + 1)
 
+    grown_cpu: list[float] = []
     grown = time_calls(
         plan.grow_threads * plan.grow_adds,
-        lambda i: manager.add(current["thread"], current["messages"], user_id=user),
+        with_cpu(
+            lambda i: manager.add(current["thread"], current["messages"], user_id=user), grown_cpu
+        ),
         before=grow,
     )
     puts.append(spent.take().get("put", 0.0))
@@ -783,17 +806,22 @@ def bench_add(plan: Plan, root: Path, log: Log) -> dict[str, Any]:
     manager.close()
     by_length: dict[str, Any] = {}
     for lo in range(ADD_TURNS + 1, ADD_TURNS + plan.grow_adds + 1, 10):
-        band = [t for t, n in zip(grown, lengths, strict=True) if lo <= n < lo + 10]
+        band = [i for i, n in enumerate(lengths) if lo <= n < lo + 10]
         if band:
-            by_length[f"{lo}-{lo + 9}"] = summarize(band)
+            by_length[f"{lo}-{lo + 9}"] = summarize([grown[i] for i in band]) | {
+                "cpu": summarize([grown_cpu[i] for i in band])
+            }
     log(
-        f"add(): new thread p99 {summarize(new)['p99']:.3f} ms, "
-        f"growing thread p99 {summarize(grown)['p99']:.3f} ms"
+        f"add(): new thread p99 {summarize(new)['p99']:.3f} ms "
+        f"(CPU {summarize(new_cpu)['p99']:.3f}), growing thread p99 "
+        f"{summarize(grown)['p99']:.3f} ms (CPU {summarize(grown_cpu)['p99']:.3f})"
     )
     return {
         "first_add_ms": first_ms,
         "new_thread": summarize(new) | {"components_p50": split_put(new, new_puts)},
+        "new_thread_cpu": summarize(new_cpu),
         "same_thread_growing": summarize(grown) | {"components_p50": split_put(grown, puts)},
+        "same_thread_growing_cpu": summarize(grown_cpu),
         "same_thread_by_turns": by_length,
         "extractions_during_measurement": len(extractions),
         "pending_at_end": pending,
@@ -811,7 +839,8 @@ def bench_add(plan: Plan, root: Path, log: Log) -> dict[str, Any]:
             f"(untimed), then {plan.grow_adds} adds of the conversation grown by one turn each "
             "(11-50 turns); no extraction runs (600 s debounce), so no watermark trims the "
             "stored turns; the worker thread runs. first_add_ms opens the journal. "
-            "components: queue.put timed by a wrapper during the series, the rest is add() minus it"
+            "components: queue.put timed by a wrapper during the series, the rest is add() minus "
+            "it; *_cpu: the calling thread's CPU time in the same calls (time.thread_time)"
         ),
     }
 
@@ -1062,9 +1091,11 @@ def workspace(parent: Path | None, keep: bool) -> Iterator[Path]:
             shutil.rmtree(path, ignore_errors=True)
 
 
-def run(plan: Plan, workdir: Path, log: Log, only: str | None = None) -> dict[str, Any]:
+def run(plan: Plan, workdir: Path, log: Log, parts: frozenset[str]) -> dict[str, Any]:
+    """The benchmark's `parts` (see `PARTS`), after the disk's fsync floor as a baseline."""
     started = datetime.now(UTC).isoformat(timespec="seconds")
-    need_gb = 0.5 + 1e-5 * max(plan.others)  # about 10 kB a fact: file, history line, index
+    stores_gb = 1e-5 * max(plan.others) if "stores" in parts else 0.0  # ~10 kB a fact
+    need_gb = 0.5 + stores_gb
     free_gb = shutil.disk_usage(workdir).free / 1024**3
     if free_gb < need_gb:
         raise SystemExit(f"{workdir}: {free_gb:.1f} GB free, the benchmark needs ~{need_gb:.1f}")
@@ -1079,55 +1110,53 @@ def run(plan: Plan, workdir: Path, log: Log, only: str | None = None) -> dict[st
 
     ingest_report: dict[str, Any] = {}
     context_root = workdir / "context"
-    ingest_report["context"] = ingest(
-        context_root, [(f"ctx{n}", 100 + n, n) for n in plan.context_sizes], 1
-    )
-    if only == "cold_start":
+    if parts & {"cold_start", "get_context"}:
+        ingest_report["context"] = ingest(
+            context_root, [(f"ctx{n}", 100 + n, n) for n in plan.context_sizes], 1
+        )
+    if "stores" in parts:
+        for others in plan.others:
+            root = workdir / f"store-{others}"
+            ingest_report[str(others)] = ingest(root, store_users(plan, others), plan.workers)
+            log(
+                f"ingested store +{others}: {ingest_report[str(others)]['facts']} facts in "
+                f"{ingest_report[str(others)]['seconds']:.1f} s"
+            )
+    if ingest_report:
         sections["ingest"] = ingest_report
+
+    if "create_fact" in parts:
+        manager, sections["create_fact"] = bench_create_fact(plan, workdir / "single", log)
+        single = bench_single_search(plan, manager, sections["create_fact"]["user"], log)
+        manager.close()
+        sections["search"] = {"single_user": single}
+
+    if "cold_start" in parts:
         sections["cold_start"] = bench_cold_start(plan, context_root, log)
-        return report(plan, started, machine, sections)
-    for others in plan.others:
-        root = workdir / f"store-{others}"
-        ingest_report[str(others)] = ingest(root, store_users(plan, others), plan.workers)
-        log(
-            f"ingested store +{others}: {ingest_report[str(others)]['facts']} facts in "
-            f"{ingest_report[str(others)]['seconds']:.1f} s"
-        )
-    sections["ingest"] = ingest_report
+    if "add" in parts:
+        sections["add"] = bench_add(plan, workdir / "pipeline-add", log)
+    if "extraction" in parts:
+        sections["extraction"] = bench_extraction(plan, workdir / "pipeline-extraction", log)
+    if "get_context" in parts:
+        sections["get_context"] = bench_context(plan, context_root, log)
 
-    manager, sections["create_fact"] = bench_create_fact(plan, workdir / "single", log)
-    single = bench_single_search(plan, manager, sections["create_fact"]["user"], log)
-    manager.close()
-
-    sections["cold_start"] = bench_cold_start(plan, context_root, log)
-    sections["add"] = bench_add(plan, workdir / "pipeline-add", log)
-    sections["extraction"] = bench_extraction(plan, workdir / "pipeline-extraction", log)
-    sections["get_context"] = bench_context(plan, context_root, log)
-
-    stores = {}
-    for others in plan.others:
-        stores[str(others)] = bench_store(
-            plan, workdir / f"store-{others}", others, others == max(plan.others), log
-        )
-    largest = stores[str(max(plan.others))]
-    sections["search"] = {
-        "single_user": single,
-        "stores": {
+    if "stores" in parts:
+        stores = {}
+        for others in plan.others:
+            stores[str(others)] = bench_store(
+                plan, workdir / f"store-{others}", others, others == max(plan.others), log
+            )
+        largest = stores[str(max(plan.others))]
+        sections.setdefault("search", {})["stores"] = {
             key: {k: v for k, v in s.items() if k != "updates"} for key, s in stores.items()
-        },
-    }
-    sections["index_update"] = {str(s["facts"]): s["updates"] for s in stores.values()}
-    sections["reindex"] = largest["reindex"] | {"store_facts": largest["facts"]}
-    return report(plan, started, machine, sections)
-
-
-def report(
-    plan: Plan, started: str, machine: dict[str, Any], sections: dict[str, Any]
-) -> dict[str, Any]:
+        }
+        sections["index_update"] = {str(s["facts"]): s["updates"] for s in stores.values()}
+        sections["reindex"] = largest["reindex"] | {"store_facts": largest["facts"]}
     return {
         "schema": 1,
         "benchmark": "deermem",
         "quick": plan.quick,
+        "parts": sorted(parts),
         "command": " ".join(
             [Path(sys.executable).name, "-m", "benchmarks.deermem_bench", *sys.argv[1:]]
         ),
@@ -1151,27 +1180,25 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--keep", action="store_true", help="keep the temporary stores")
     parser.add_argument(
         "--only",
-        choices=("cold_start",),
-        help="run this section alone and print its medians (with --json, its numbers)",
+        action="append",
+        choices=PARTS,
+        metavar="PART",
+        help=f"run only this part; repeatable; one of: {', '.join(PARTS)}",
     )
     args = parser.parse_args(argv)
-    if args.only and (args.png or args.markdown):
-        parser.error("--only writes no chart or Markdown tables")
+    parts = frozenset(args.only or PARTS)
+    if args.png and parts != set(PARTS):
+        parser.error("--png draws every part: it cannot be combined with --only")
     plan = QUICK if args.quick else FULL
     log = Log()
     with workspace(args.workdir, args.keep) as workdir:
-        log(f"{'quick' if plan.quick else 'full'} run in {workdir}")
-        results = run(plan, workdir, log, args.only)
+        log(f"{'quick' if plan.quick else 'full'} run of {', '.join(sorted(parts))} in {workdir}")
+        results = run(plan, workdir, log, parts)
     results["wall_seconds"] = time.perf_counter() - log.start
     results["machine"]["loadavg_at_end"] = os.getloadavg()  # 1, 5, 15 min: others' load
-    if args.only:
-        for key, entry in results["sections"][args.only]["runs"].items():
-            parts = ", ".join(f"{k} {v:.1f}" for k, v in entry["breakdown_p50"].items())
-            print(f"{args.only} {key}: p50 {entry['total']['p50']:.1f} ms ({parts})")
-    else:
-        results["rows"] = deermem_report.rows(results)
-        results["targets"] = deermem_report.targets(results)
-        deermem_report.print_tables(results)
+    results["rows"] = deermem_report.rows(results)
+    results["targets"] = deermem_report.targets(results)
+    deermem_report.print_tables(results)
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps(results, indent=1) + "\n")

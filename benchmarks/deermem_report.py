@@ -62,61 +62,69 @@ def _band_order(key: str) -> tuple[int, int]:
 
 
 def rows(results: dict[str, Any]) -> list[dict[str, Any]]:
-    """The comparison table: every headline number, with the recorded original where one fits."""
+    """The comparison table: every headline number, with the recorded original where one fits.
+
+    Only the sections that `results` holds (a run with `--only` measures some) give rows.
+    """
     s = results["sections"]
     out: list[dict[str, Any]] = []
     _row = functools.partial(_make_row, quick=results["quick"])  # quick sizes match no record
-    create = s["create_fact"]["rows"]
-    for key in sorted(create, key=_band_order):
-        band = key.split("/", 1)[1]
-        label = (
-            "create_fact, full bucket (evicts)" if band == "full" else f"create_fact, bucket {band}"
-        )
-        out.append(_row("create_fact", key, label, create[key], recorded=key))
-    for size, entry in s["get_context"]["sizes"].items():
-        out.append(
-            _row(
-                "get_context",
-                f"get_context/{size}/uncached",
-                f"get_context warm, {size} facts, uncached",
-                entry["uncached"],
-                recorded=f"get_context/{size}",
+    if "create_fact" in s:
+        create = s["create_fact"]["rows"]
+        for key in sorted(create, key=_band_order):
+            band = key.split("/", 1)[1]
+            label = (
+                "create_fact, full bucket (evicts)"
+                if band == "full"
+                else f"create_fact, bucket {band}"
             )
-        )
-        out.append(
-            _row(
-                "get_context",
-                f"get_context/{size}/cached",
-                f"get_context warm, {size} facts, cached",
-                entry["cached"],
-                note="the original has no text cache; compare the uncached row",
+            out.append(_row("create_fact", key, label, create[key], recorded=key))
+    if "get_context" in s:
+        for size, entry in s["get_context"]["sizes"].items():
+            out.append(
+                _row(
+                    "get_context",
+                    f"get_context/{size}/uncached",
+                    f"get_context warm, {size} facts, uncached",
+                    entry["uncached"],
+                    recorded=f"get_context/{size}",
+                )
             )
-        )
-    single = s["search"]["single_user"]
-    n = single["facts"]
-    for state, title in (
-        ("as_left_by_create_fact", "as create_fact left it"),
-        ("after_reindex", "after reindex"),
-    ):
-        out.append(
-            _row(
-                "search",
-                f"search/single{n}/{state}",
-                f"search, 1 user, {n} facts, {title}",
-                single[state]["manager"],
-                recorded=f"search/single{n}" if state == "after_reindex" else None,
+            out.append(
+                _row(
+                    "get_context",
+                    f"get_context/{size}/cached",
+                    f"get_context warm, {size} facts, cached",
+                    entry["cached"],
+                    note="the original has no text cache; compare the uncached row",
+                )
             )
-        )
-        out.append(
-            _row(
-                "search",
-                f"search/single{n}/{state}/bare",
-                "  bare index search, same index",
-                single[state]["bare_index"],
-                note="in-process baseline of the manager's search",
+    single = s.get("search", {}).get("single_user")
+    if single is not None:
+        n = single["facts"]
+        for state, title in (
+            ("as_left_by_create_fact", "as create_fact left it"),
+            ("after_reindex", "after reindex"),
+        ):
+            out.append(
+                _row(
+                    "search",
+                    f"search/single{n}/{state}",
+                    f"search, 1 user, {n} facts, {title}",
+                    single[state]["manager"],
+                    recorded=f"search/single{n}" if state == "after_reindex" else None,
+                )
             )
-        )
-    stores = s["search"]["stores"]
+            out.append(
+                _row(
+                    "search",
+                    f"search/single{n}/{state}/bare",
+                    "  bare index search, same index",
+                    single[state]["bare_index"],
+                    note="in-process baseline of the manager's search",
+                )
+            )
+    stores = s.get("search", {}).get("stores", {})
     for others, store in stores.items():
         if "spread" not in store:
             continue
@@ -164,8 +172,7 @@ def rows(results: dict[str, Any]) -> list[dict[str, Any]]:
                     recorded=f"get_context_first_load/{others}",
                 )
             )
-    updates = s["index_update"]
-    for facts, entry in updates.items():
+    for facts, entry in s.get("index_update", {}).items():
         rows_label = f"{int(facts):,}"
         recorded = {"100": "index_update/100", "100100": "index_update/100000"}.get(facts)
         out.append(
@@ -188,46 +195,48 @@ def rows(results: dict[str, Any]) -> list[dict[str, Any]]:
                 entry["apply"],
             )
         )
-    reindex = s["reindex"]
-    facts_label = f"{reindex['facts']:,}"
-    big = reindex["facts"] >= 100_000
-    seconds, peak = reindex["seconds"], reindex["peak_rss_mb"]
-    out.append(
-        _row(
-            "reindex",
-            "reindex/seconds",
-            f"reindex {facts_label} facts, fresh process "
-            f"(runs: {seconds['min']:.1f}-{seconds['max']:.1f})",
-            {"n": seconds["n"], "p50": seconds["p50"]},
-            recorded="reindex/seconds" if big else None,
-            unit="s",
+    if "reindex" in s:
+        reindex = s["reindex"]
+        facts_label = f"{reindex['facts']:,}"
+        big = reindex["facts"] >= 100_000
+        seconds, peak = reindex["seconds"], reindex["peak_rss_mb"]
+        out.append(
+            _row(
+                "reindex",
+                "reindex/seconds",
+                f"reindex {facts_label} facts, fresh process "
+                f"(runs: {seconds['min']:.1f}-{seconds['max']:.1f})",
+                {"n": seconds["n"], "p50": seconds["p50"]},
+                recorded="reindex/seconds" if big else None,
+                unit="s",
+            )
         )
-    )
-    out.append(
-        _row(
-            "reindex",
-            "reindex/reading_files_seconds",
-            "  of which reading + parsing the fact files",
-            {
-                "n": reindex["reading_files_seconds"]["n"],
-                "p50": reindex["reading_files_seconds"]["p50"],
-            },
-            unit="s",
-            note="time inside storage.scan; the rest lists the users and builds the index",
+        out.append(
+            _row(
+                "reindex",
+                "reindex/reading_files_seconds",
+                "  of which reading + parsing the fact files",
+                {
+                    "n": reindex["reading_files_seconds"]["n"],
+                    "p50": reindex["reading_files_seconds"]["p50"],
+                },
+                unit="s",
+                note="time inside storage.scan; the rest lists the users and builds the index",
+            )
         )
-    )
-    out.append(
-        _row(
-            "reindex",
-            "reindex/peak_rss_mb",
-            f"reindex {facts_label} facts, peak RSS (runs: {peak['min']:.0f}-{peak['max']:.0f})",
-            {"n": peak["n"], "p50": peak["p50"]},
-            recorded="reindex/peak_rss_mb" if big else None,
-            unit="MB",
-            note="recorded peak: a process that also ingested and searched",
+        out.append(
+            _row(
+                "reindex",
+                "reindex/peak_rss_mb",
+                f"reindex {facts_label} facts, peak RSS "
+                f"(runs: {peak['min']:.0f}-{peak['max']:.0f})",
+                {"n": peak["n"], "p50": peak["p50"]},
+                recorded="reindex/peak_rss_mb" if big else None,
+                unit="MB",
+                note="recorded peak: a process that also ingested and searched",
+            )
         )
-    )
-    for key, entry in s["cold_start"]["runs"].items():
+    for key, entry in s.get("cold_start", {}).get("runs", {}).items():
         size, _, warm = key.partition("/")
         label = f"cold start, {size} facts" + (", warm() first" if warm else "")
         out.append(
@@ -239,39 +248,54 @@ def rows(results: dict[str, Any]) -> list[dict[str, Any]]:
                 recorded=None if warm else f"cold_start/{size}",
             )
         )
-    add = s["add"]
-    turns = add["conversation"]["turns"]
-    out.append(_row("add", "add/new_thread", f"add(), new {turns}-turn thread", add["new_thread"]))
-    by_turns = add["same_thread_by_turns"]
-    span = f"{min(by_turns, key=_lo).split('-')[0]}-{max(by_turns, key=_lo).split('-')[1]}"
-    out.append(
-        _row(
-            "add",
-            "add/same_thread_growing",
-            f"add(), same thread growing a turn a call ({span} turns)",
-            add["same_thread_growing"],
+    if "add" in s:
+        add = s["add"]
+        turns = add["conversation"]["turns"]
+        cpu = "  CPU time of the calling thread"
+        out.append(
+            _row("add", "add/new_thread", f"add(), new {turns}-turn thread", add["new_thread"])
         )
-    )
-    for band, entry in sorted(by_turns.items(), key=lambda item: _lo(item[0])):
-        out.append(_row("add", f"add/same_thread/{band}", f"  of those, at {band} turns", entry))
-    extraction = s["extraction"]
-    out.append(
-        _row(
-            "add",
-            "extraction/processing",
-            "one queued item extracted + committed, instant scripted model",
-            extraction["processing"],
-            note="manager.shutdown_flush with one pending item",
+        if "new_thread_cpu" in add:  # not in runs before CPU time was measured
+            out.append(_row("add", "add/new_thread/cpu", cpu, add["new_thread_cpu"]))
+        by_turns = add["same_thread_by_turns"]
+        span = f"{min(by_turns, key=_lo).split('-')[0]}-{max(by_turns, key=_lo).split('-')[1]}"
+        out.append(
+            _row(
+                "add",
+                "add/same_thread_growing",
+                f"add(), same thread growing a turn a call ({span} turns)",
+                add["same_thread_growing"],
+            )
         )
-    )
-    out.append(
-        _row(
-            "add",
-            "extraction/model_invoke",
-            "  of which the scripted model's invoke",
-            extraction["model_invoke"],
+        if "same_thread_growing_cpu" in add:
+            out.append(
+                _row("add", "add/same_thread_growing/cpu", cpu, add["same_thread_growing_cpu"])
+            )
+        for band, entry in sorted(by_turns.items(), key=lambda item: _lo(item[0])):
+            out.append(
+                _row("add", f"add/same_thread/{band}", f"  of those, at {band} turns", entry)
+            )
+            if "cpu" in entry:
+                out.append(_row("add", f"add/same_thread/{band}/cpu", f"  {cpu}", entry["cpu"]))
+    if "extraction" in s:
+        extraction = s["extraction"]
+        out.append(
+            _row(
+                "add",
+                "extraction/processing",
+                "one queued item extracted + committed, instant scripted model",
+                extraction["processing"],
+                note="manager.shutdown_flush with one pending item",
+            )
         )
-    )
+        out.append(
+            _row(
+                "add",
+                "extraction/model_invoke",
+                "  of which the scripted model's invoke",
+                extraction["model_invoke"],
+            )
+        )
     return out
 
 
@@ -291,39 +315,43 @@ def _target(name: str, value: float, limit: float, unit: str, detail: str = "") 
 
 
 def targets(results: dict[str, Any]) -> list[dict[str, Any]]:
-    """The issue's targets against what this run measured; `met` is a plain comparison."""
+    """The issue's targets against what this run measured; `met` is a plain comparison.
+
+    Only targets of the sections that `results` holds are listed.
+    """
     s = results["sections"]
     out = []
-    create = s["create_fact"]
-    band = results["plan"]["band"]
-    bands = {k: v for k, v in create["rows"].items() if k.endswith("full") or _width(k) == band}
-    worst = max(bands, key=lambda k: bands[k]["p50"])
-    out.append(
-        _target(
-            "create_fact p50 <= 3 ms at every bucket size band and at full",
-            bands[worst]["p50"],
-            3.0,
-            "ms",
-            f"worst: {worst}",
+    if "create_fact" in s:
+        create = s["create_fact"]
+        band = results["plan"]["band"]
+        bands = {k: v for k, v in create["rows"].items() if k.endswith("full") or _width(k) == band}
+        worst = max(bands, key=lambda k: bands[k]["p50"])
+        out.append(
+            _target(
+                "create_fact p50 <= 3 ms at every bucket size band and at full",
+                bands[worst]["p50"],
+                3.0,
+                "ms",
+                f"worst: {worst}",
+            )
         )
-    )
-    out.append(
-        _target(
-            f"create_fact p50 does not grow: last band / first band <= {GROWTH_LIMIT}",
-            create["growth_last_band_over_first"],
-            GROWTH_LIMIT,
-            "x",
+        out.append(
+            _target(
+                f"create_fact p50 does not grow: last band / first band <= {GROWTH_LIMIT}",
+                create["growth_last_band_over_first"],
+                GROWTH_LIMIT,
+                "x",
+            )
         )
-    )
-    out.append(
-        _target(
-            f"create_fact p50 does not grow: full bucket / first band <= {GROWTH_LIMIT}",
-            create["growth_full_over_first"],
-            GROWTH_LIMIT,
-            "x",
+        out.append(
+            _target(
+                f"create_fact p50 does not grow: full bucket / first band <= {GROWTH_LIMIT}",
+                create["growth_full_over_first"],
+                GROWTH_LIMIT,
+                "x",
+            )
         )
-    )
-    for size, entry in s["get_context"]["sizes"].items():
+    for size, entry in s.get("get_context", {}).get("sizes", {}).items():
         for path in ("cached", "uncached"):
             out.append(
                 _target(
@@ -333,7 +361,7 @@ def targets(results: dict[str, Any]) -> list[dict[str, Any]]:
                     "ms",
                 )
             )
-    stores = s["search"]["stores"]
+    stores = s.get("search", {}).get("stores", {})
     spread = [k for k in stores if "spread" in stores[k]]
     if spread:
         top = max(spread, key=int)
@@ -361,40 +389,42 @@ def targets(results: dict[str, Any]) -> list[dict[str, Any]]:
                 "x",
             )
         )
-    updates = s["index_update"]
-    few, many = min(updates, key=int), max(updates, key=int)
-    for what, label in (("create_fact", "create_fact"), ("apply", "bare index apply")):
-        ratio = updates[many][what]["p50"] / updates[few][what]["p50"]
+    if "index_update" in s:
+        updates = s["index_update"]
+        few, many = min(updates, key=int), max(updates, key=int)
+        for what, label in (("create_fact", "create_fact"), ("apply", "bare index apply")):
+            ratio = updates[many][what]["p50"] / updates[few][what]["p50"]
+            out.append(
+                _target(
+                    f"index update does not grow ({label}): p50 at {int(many):,} / "
+                    f"{int(few):,} rows <= {GROWTH_LIMIT}",
+                    ratio,
+                    GROWTH_LIMIT,
+                    "x",
+                )
+            )
+    if "reindex" in s:
+        reindex = s["reindex"]
         out.append(
             _target(
-                f"index update does not grow ({label}): p50 at {int(many):,} / {int(few):,} rows "
-                f"<= {GROWTH_LIMIT}",
-                ratio,
-                GROWTH_LIMIT,
-                "x",
+                f"reindex of {reindex['facts']:,} facts <= 10 s (median of runs)",
+                reindex["seconds"]["p50"],
+                10.0,
+                "s",
+                f"runs {reindex['seconds']['min']:.1f}-{reindex['seconds']['max']:.1f} s",
             )
         )
-    reindex = s["reindex"]
-    out.append(
-        _target(
-            f"reindex of {reindex['facts']:,} facts <= 10 s (median of runs)",
-            reindex["seconds"]["p50"],
-            10.0,
-            "s",
-            f"runs {reindex['seconds']['min']:.1f}-{reindex['seconds']['max']:.1f} s",
+        worst = reindex["peak_rss_mb"]["max"]
+        out.append(
+            _target(
+                f"reindex of {reindex['facts']:,} facts: peak RSS < 150 MB (worst run)",
+                worst,
+                150.0,
+                "MB",
+            )
+            | {"met": worst < 150.0}
         )
-    )
-    worst = reindex["peak_rss_mb"]["max"]
-    out.append(
-        _target(
-            f"reindex of {reindex['facts']:,} facts: peak RSS < 150 MB (worst run)",
-            worst,
-            150.0,
-            "MB",
-        )
-        | {"met": worst < 150.0}
-    )
-    for key, entry in s["cold_start"]["runs"].items():
+    for key, entry in s.get("cold_start", {}).get("runs", {}).items():
         if "/" in key:
             continue
         out.append(
@@ -405,17 +435,20 @@ def targets(results: dict[str, Any]) -> list[dict[str, Any]]:
                 "ms",
             )
         )
-    add = s["add"]
-    turns = add["conversation"]["turns"]
-    for key, label in (
-        ("new_thread", f"a new {turns}-turn thread"),
-        ("same_thread_growing", "the same thread, growing a turn a call"),
-    ):
-        p99 = add[key]["p99"]
-        out.append(
-            _target(f"add() p99 < 1 ms, {label}", p99, 1.0, "ms", f"p50 {add[key]['p50']:.3f} ms")
-            | {"met": p99 < 1.0}
-        )
+    if "add" in s:
+        add = s["add"]
+        turns = add["conversation"]["turns"]
+        for key, label in (
+            ("new_thread", f"a new {turns}-turn thread"),
+            ("same_thread_growing", "the same thread, growing a turn a call"),
+        ):
+            p99 = add[key]["p99"]
+            detail = f"p50 {add[key]['p50']:.3f} ms"
+            if f"{key}_cpu" in add:
+                detail += f"; CPU time of the calling thread: p99 {add[f'{key}_cpu']['p99']:.3f} ms"
+            out.append(
+                _target(f"add() p99 < 1 ms, {label}", p99, 1.0, "ms", detail) | {"met": p99 < 1.0}
+            )
     return out
 
 
@@ -488,6 +521,8 @@ def _cells(row: dict[str, Any]) -> list[str]:
 
 
 def _profile_rows(results: dict[str, Any]) -> list[tuple[str, str]]:
+    if "single_user" not in results["sections"].get("search", {}):
+        return []
     single = results["sections"]["search"]["single_user"]["after_reindex"]
     breakdown = single["breakdown"]
     lines = [(f"manager.search p50 (n={single['manager']['n']})", _fmt(single["manager"]["p50"]))]
@@ -501,6 +536,8 @@ def _profile_rows(results: dict[str, Any]) -> list[tuple[str, str]]:
 
 
 def _cprofile_rows(results: dict[str, Any], top: int = 10) -> list[tuple[str, str, str, str]]:
+    if "single_user" not in results["sections"].get("search", {}):
+        return []
     profile = results["sections"]["search"]["single_user"]["profile_after_reindex"]
     return [
         (
@@ -514,6 +551,8 @@ def _cprofile_rows(results: dict[str, Any], top: int = 10) -> list[tuple[str, st
 
 
 def _import_rows(results: dict[str, Any], top: int = 8) -> list[tuple[str, str, str]]:
+    if "cold_start" not in results["sections"]:
+        return []
     profile = results["sections"]["cold_start"]["import_profile"]
     return [
         (entry["package"], f"{entry['own_ms']:.1f}", f"{entry['share']:.0%}")
@@ -524,21 +563,28 @@ def _import_rows(results: dict[str, Any], top: int = 8) -> list[tuple[str, str, 
 def _pipeline_rows(results: dict[str, Any]) -> list[tuple[str, str]]:
     s = results["sections"]
     lines: list[tuple[str, str]] = []
-    for key, title in (("new_thread", "new thread"), ("same_thread_growing", "growing thread")):
-        entry = s["add"][key]
-        lines.append((f"add(), {title}, p50", _fmt(entry["p50"])))
-        lines += [(f"  {name}", _fmt(value)) for name, value in entry["components_p50"].items()]
-    lines.append(
-        (
-            "add(), the first call (opens the journal, starts the worker)",
-            _fmt(s["add"]["first_add_ms"]),
+    if "add" in s:
+        for key, title in (("new_thread", "new thread"), ("same_thread_growing", "growing thread")):
+            entry = s["add"][key]
+            lines.append((f"add(), {title}, p50", _fmt(entry["p50"])))
+            lines += [(f"  {name}", _fmt(value)) for name, value in entry["components_p50"].items()]
+        lines.append(
+            (
+                "add(), the first call (opens the journal, starts the worker)",
+                _fmt(s["add"]["first_add_ms"]),
+            )
         )
-    )
-    extraction = s["extraction"]
-    lines.append(
-        ("one extraction (shutdown_flush of one item), p50", _fmt(extraction["processing"]["p50"]))
-    )
-    lines += [(f"  {name}", _fmt(value)) for name, value in extraction["components_p50"].items()]
+    if "extraction" in s:
+        extraction = s["extraction"]
+        lines.append(
+            (
+                "one extraction (shutdown_flush of one item), p50",
+                _fmt(extraction["processing"]["p50"]),
+            )
+        )
+        lines += [
+            (f"  {name}", _fmt(value)) for name, value in extraction["components_p50"].items()
+        ]
     return lines
 
 
@@ -569,25 +615,29 @@ def print_tables(results: dict[str, Any]) -> None:
     profile.add_column("ms", justify="right")
     for name, value in _profile_rows(results):
         profile.add_row(name, value)
-    console.print(profile)
+    if profile.row_count:  # a run with --only may lack the section
+        console.print(profile)
     cprofile = Table(title="cProfile of manager.search: most own time (us per search)")
     for column in ("function", "calls", "own us", "share"):
         cprofile.add_column(column, justify="left" if column == "function" else "right")
     for cells in _cprofile_rows(results):
         cprofile.add_row(*cells)
-    console.print(cprofile)
+    if cprofile.row_count:
+        console.print(cprofile)
     imports = Table(title="Cold start: import time by package (-X importtime, own ms)")
     for column in ("package", "own ms", "share"):
         imports.add_column(column, justify="left" if column == "package" else "right")
     for cells in _import_rows(results):
         imports.add_row(*cells)
-    console.print(imports)
+    if imports.row_count:
+        console.print(imports)
     pipeline = Table(title="Where add() and one extraction spend their time (ms, p50)")
     pipeline.add_column("part")
     pipeline.add_column("ms", justify="right")
     for name, value in _pipeline_rows(results):
         pipeline.add_row(name, value)
-    console.print(pipeline)
+    if pipeline.row_count:
+        console.print(pipeline)
     goals = Table(title="Targets")
     for column in ("target", "measured", "limit", "met", "detail"):
         goals.add_column(column, justify="right" if column in ("measured", "limit") else "left")
@@ -608,26 +658,21 @@ def markdown(results: dict[str, Any]) -> str:
     lines = ["| " + " | ".join(COLUMNS) + " |", "|" + "---|" * len(COLUMNS)]
     for row in results["rows"]:
         cells = _cells(row)
-        cells[0] = cells[0].replace("  ", "&nbsp;&nbsp;")
+        cells[0] = _nbsp(cells[0])
         lines.append("| " + " | ".join(cells) + " |")
-    lines += ["", "| step | ms (p50) |", "|---|---|"]
-    lines += [
-        f"| {name.replace('  ', '&nbsp;&nbsp;')} | {value} |"
-        for name, value in _profile_rows(results)
-    ]
-    lines += [
-        "",
-        "| function (cProfile, manager.search) | calls | own us | share |",
-        "|---|---|---|---|",
-    ]
-    lines += ["| " + " | ".join(cells) + " |" for cells in _cprofile_rows(results)]
-    lines += ["", "| package (-X importtime) | own ms | share |", "|---|---|---|"]
-    lines += ["| " + " | ".join(cells) + " |" for cells in _import_rows(results)]
-    lines += ["", "| write pipeline part | ms (p50) |", "|---|---|"]
-    lines += [
-        f"| {name.replace('  ', '&nbsp;&nbsp;')} | {value} |"
-        for name, value in _pipeline_rows(results)
-    ]
+    tables = (
+        ("| step | ms (p50) |", _profile_rows(results)),
+        (
+            "| function (cProfile, manager.search) | calls | own us | share |",
+            _cprofile_rows(results),
+        ),
+        ("| package (-X importtime) | own ms | share |", _import_rows(results)),
+        ("| write pipeline part | ms (p50) |", _pipeline_rows(results)),
+    )
+    for header, table in tables:
+        if table:  # a run with --only may lack the section
+            lines += ["", header, "|" + "---|" * header.count(" | ") + "---|"]
+            lines += ["| " + " | ".join(_nbsp(cell) for cell in cells) + " |" for cells in table]
     lines += ["", "| target | measured | met | detail |", "|---|---|---|---|"]
     for target in results["targets"]:
         unit = "" if target["unit"] == "x" else f" {target['unit']}"
@@ -636,6 +681,11 @@ def markdown(results: dict[str, Any]) -> str:
             f"{'yes' if target['met'] else '**NO**'} | {target['detail']} |"
         )
     return "\n".join(lines) + "\n"
+
+
+def _nbsp(cell: str) -> str:
+    """Markdown keeps no leading spaces: the indentation of sub-rows becomes `&nbsp;`."""
+    return cell.replace("  ", "&nbsp;&nbsp;")
 
 
 def chart(results: dict[str, Any], path: Path) -> None:

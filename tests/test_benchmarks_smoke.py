@@ -106,6 +106,7 @@ def test_quick_benchmark_writes_every_section(tmp_path: Path) -> None:
     assert add["extractions_during_measurement"] == 0, "add() must be timed without extractions"
     for series in ("new_thread", "same_thread_growing"):
         assert_stats(add[series])
+        assert_stats(add[f"{series}_cpu"])
         assert "queue.put (SQLite commit)" in add[series]["components_p50"]
     assert add["same_thread_by_turns"]
     assert add["conversation"]["turns"] == 10
@@ -124,3 +125,35 @@ def test_quick_benchmark_writes_every_section(tmp_path: Path) -> None:
     if chart:
         assert (tmp_path / "deermem.png").stat().st_size > 0
     assert not list(tmp_path.glob("deermem-bench-*")), "the temporary stores were not removed"
+
+
+@pytest.mark.timeout(120)
+def test_only_runs_the_parts_asked_for(tmp_path: Path) -> None:
+    out = tmp_path / "add.json"
+    command = [sys.executable, "-m", "benchmarks.deermem_bench", "--quick", "--only", "add"]
+    command += ["--json", str(out), "--markdown", str(tmp_path / "add.md")]
+    done = subprocess.run(
+        [*command, "--workdir", str(tmp_path)], cwd=REPO, capture_output=True, text=True
+    )
+    assert done.returncode == 0, done.stderr[-4000:]
+
+    results = json.loads(out.read_text())
+    assert results["parts"] == ["add"]
+    assert set(results["sections"]) == {"baseline", "add"}
+    assert {row["section"] for row in results["rows"]} == {"add"}
+    assert [t["target"][:12] for t in results["targets"]] == ["add() p99 < "] * 2
+    markdown = (tmp_path / "add.md").read_text()
+    assert "| add(), new 10-turn thread |" in markdown
+    assert "create_fact" not in markdown
+    assert "manager.search" not in markdown
+
+
+def test_only_refuses_an_unknown_part_and_the_chart() -> None:
+    base = [sys.executable, "-m", "benchmarks.deermem_bench", "--quick"]
+    for extra, error in (
+        (["--only", "nope"], "invalid choice: 'nope'"),
+        (["--only", "add", "--png", "x.png"], "--png draws every part"),
+    ):
+        done = subprocess.run([*base, *extra], cwd=REPO, capture_output=True, text=True)
+        assert done.returncode == 2
+        assert error in done.stderr

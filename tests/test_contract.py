@@ -260,7 +260,7 @@ def test_public_names_of_the_manager_module() -> None:
         "validate_content", "validate_category", "validate_confidence", "utc_now", "import_object",
         "DEFAULT_USER", "checked_id", "checked_user_id", "slug_with_digest", "ConversationMessage",
         "MessageRole", "read_message", "is_hidden", "is_memory_injection", "strip_memory_blocks",
-        "strip_upload_blocks", "keep_hidden_message",
+        "strip_upload_blocks", "keep_hidden_message", "is_harness_message",
     }  # fmt: skip
     assert set(manager_module.__all__) == expected
     assert all(hasattr(manager_module, name) for name in expected)

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from langchain.agents.middleware import SummarizationMiddleware
 from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, ToolMessage
 
 from deerflow.agents.memory.backends.honcho import HonchoMemoryManager
@@ -269,6 +270,15 @@ def test_hidden_tool_and_injected_messages_never_leave(honcho: FakeHoncho) -> No
     # Built without the host's hook, as DeerMem and OpenViking: no hidden message at all.
     build(honcho.url).add("t2", messages, user_id="u")
     assert ("user", "clarified: vegetarian") not in stored(honcho, "u", "t2")
+
+
+def test_the_summary_of_a_compacted_thread_never_leaves(honcho: FakeHoncho) -> None:
+    # Exactly the message LangChain's SummarizationMiddleware puts in place of the older turns.
+    (summary,) = SummarizationMiddleware._build_new_messages("The user rides a bike.")
+    manager = build(honcho.url)
+    manager.add("t1", [summary, *conversation("I ride a bike.", "Nice.")], user_id="u")
+    manager.close()
+    assert stored(honcho, "u", "t1") == [("user", "I ride a bike."), ("assistant", "Nice.")]
 
 
 def test_the_hosts_keep_hook_decides_about_hidden_messages(honcho: FakeHoncho) -> None:

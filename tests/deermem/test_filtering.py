@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from langchain.agents.middleware import SummarizationMiddleware
 from langchain_core.messages import (
     AIMessage,
     AIMessageChunk,
@@ -15,6 +16,7 @@ from langchain_core.messages import (
     HumanMessage,
     SystemMessage,
     ToolMessage,
+    add_notification_metadata,
 )
 
 from deerflow.agents.memory.backends.deermem.deermem.pipeline.filtering import (
@@ -170,6 +172,33 @@ def test_the_memory_block_never_feeds_back() -> None:
         ("assistant", "You told me it is Lin."),
     ]
     assert result.signals == frozenset()
+
+
+def test_the_summary_of_a_compacted_thread_and_other_notifications_are_not_learned_from() -> None:
+    # Exactly the message LangChain's SummarizationMiddleware puts in place of the older turns.
+    (summary,) = SummarizationMiddleware._build_new_messages("The user prefers npm.")
+    assert summary.additional_kwargs == {"lc_source": "summarization"}
+    task = add_notification_metadata(HumanMessage("Task t_42 finished."), source="async_subagent")
+    messages = [
+        summary,
+        AIMessage("Answer 3."),
+        task,
+        HumanMessage("Which one should I pick?"),
+        AIMessage("pnpm."),
+    ]
+    expected = [
+        ("assistant", "Answer 3."),
+        ("user", "Which one should I pick?"),
+        ("assistant", "pnpm."),
+    ]
+    result = prepared(messages, keep_hidden=lambda _: True)
+    assert pairs(result) == expected
+    assert result.signals == frozenset(), "the summary's 'prefers' is not a signal either"
+    as_dicts = [
+        {"role": m.type, "content": m.content, **m.model_dump(include={"additional_kwargs"})}
+        for m in messages
+    ]
+    assert pairs(prepared(as_dicts)) == expected
 
 
 def test_upload_blocks_are_stripped_and_upload_only_turns_dropped_with_their_reply() -> None:

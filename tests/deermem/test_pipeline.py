@@ -16,6 +16,7 @@ import pytest
 from langchain_core.messages import AIMessage, HumanMessage
 
 from deerflow.agents.memory.backends.deermem import DeerMemMemoryManager
+from deerflow.agents.memory.backends.deermem.deermem.pipeline.queue import QueueFullError
 from tests.deermem.pipeline_helpers import USER_LABELS, ScriptedModel, conversation_text, reply
 
 REPO = Path(__file__).resolve().parents[2]
@@ -75,6 +76,31 @@ def test_add_returns_before_any_extraction(tmp_path: Path) -> None:
     manager.add("t", turn(1), user_id="u")
     assert ScriptedModel.prompts == []
     assert manager.get_memory(user_id="u")["facts"] == []
+    manager.close()
+
+
+def test_signals_are_found_by_the_worker_and_reach_the_prompt(tmp_path: Path) -> None:
+    manager = make(tmp_path, [reply({"content": "Uses pnpm"})])
+    correction = [HumanMessage("Actually, use pnpm.", id="h2"), AIMessage("Switched.", id="a2")]
+    manager.add("t", turn(1) + correction, user_id="u")
+    (queued,) = manager._writer.queue.pending()
+    assert queued.signals == [], "add() only enqueues: looking for signals is the worker's job"
+    assert manager.shutdown_flush(5) is True
+    assert "- correction:" in conversation_text(ScriptedModel.prompts[0])
+    manager.close()
+
+
+def test_a_full_queue_still_admits_a_new_thread_that_carries_a_signal(tmp_path: Path) -> None:
+    manager = make(tmp_path, [reply({"content": "Prefers tabs"})], queue_max_depth=1)
+    manager.add("a", turn(1), user_id="u")
+    with pytest.raises(QueueFullError, match="queue_max_depth 1"):
+        manager.add("b", turn(2), user_id="u")
+    preference = [HumanMessage("I prefer tabs over spaces", id="hc"), AIMessage("Noted.", id="ac")]
+    manager.add("c", preference, user_id="u")
+    pending = {item.key.thread_id: item.signals for item in manager._writer.queue.pending()}
+    assert pending == {"a": [], "c": ["preference"]}
+    assert manager.shutdown_flush(5) is True
+    assert len(ScriptedModel.prompts) == 2
     manager.close()
 
 

@@ -5,12 +5,15 @@ from __future__ import annotations
 import logging
 import os
 import random
+import shutil
 import signal
+import sqlite3
 import subprocess
 import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
+from contextlib import closing
 from pathlib import Path
 from typing import Any
 
@@ -380,6 +383,30 @@ def test_items_survive_close_and_overdue_ones_run_at_the_next_start(
     queue = make_queue(**real_time(debounce_seconds=60))
     assert recorder.called.wait(10)
     assert recorder.items[0].signals == ["identity"]
+
+
+def items_in_the_database_file(journal: Path, scratch: Path) -> int:
+    """The items a reader of the database file alone sees: what a lost WAL would leave."""
+    copy = scratch / "without-wal.sqlite3"
+    shutil.copyfile(journal, copy)
+    try:
+        with closing(sqlite3.connect(copy)) as conn:
+            return int(conn.execute("SELECT count(*) FROM items").fetchone()[0])
+    except sqlite3.DatabaseError:  # no table before the first checkpoint, or a torn copy
+        return 0
+
+
+def test_the_worker_checkpoints_so_puts_leave_the_wal_within_about_a_second(
+    make_queue: MakeQueue, journal: Path, tmp_path: Path
+) -> None:
+    queue = make_queue(**real_time(debounce_seconds=60))
+    for n in range(5):  # a few pages: SQLite's own threshold (1,000 pages) is far away
+        queue.put(QueueKey(f"t{n}", "alice"), conversation(2))
+    deadline = time.monotonic() + 10
+    while items_in_the_database_file(journal, tmp_path) != 5:
+        assert time.monotonic() < deadline, "the puts never left the WAL"
+        time.sleep(0.05)
+    assert len(queue.pending()) == 5
 
 
 def test_concurrent_puts_from_many_threads_are_all_kept(make_queue: MakeQueue) -> None:

@@ -3,15 +3,17 @@
 from __future__ import annotations
 
 import logging
+from pathlib import Path
 from typing import Any
 
 import pytest
 from langchain.agents.middleware import SummarizationMiddleware
 
-from deerflow.agents.memory.manager import MemoryConflictError
+from deerflow.agents.memory.manager import MemoryConflictError, build_memory_manager
 from deerflow.agents.memory_wiring import wire_memory
 from deerflow.agents.middlewares.summarization import MemoryFlushSummarizationMiddleware
 from deerflow.config import AppConfig, MemoryConfig, SummarizationConfig
+from tests.deermem.pipeline_helpers import ScriptedModel, conversation_text, reply
 from tests.harness.fakes import HOW, How, RecordingManager, ScriptedChatModel, build_agent, run_turn
 
 # Summarise once the thread holds 6 messages, keeping the last 2.
@@ -50,6 +52,33 @@ def test_the_dropped_messages_go_to_add_nowait_once_before_the_summary_replaces_
     assert not any(m.id in kept for m in flushed), "only what the summary replaced was flushed"
     assert [m.content for m in after][1:] == ["answer 3", "question 4", "answer 4"]
     assert "SUMMARY OF 1-3" in str(after[0].content)
+
+
+def test_deermem_learns_from_the_turns_a_summary_replaced_never_from_the_summary(
+    tmp_path: Path,
+) -> None:
+    ScriptedModel.prompts.clear()
+    extractor = ScriptedModel(responses=[reply({"content": "Asks numbered questions"})])
+    memory = MemoryConfig(backend_config={"storage_path": str(tmp_path)})
+    manager = build_memory_manager(memory, host_hooks={"host_llm_factory": lambda: extractor})
+    model = ScriptedChatModel.replying(
+        "answer 1", "answer 2", "answer 3", "SUMMARY OF 1-3", "answer 4"
+    )
+    config = AppConfig(memory=memory, summarization=SUMMARIZE)
+    agent = build_agent(model, wire_memory(config, manager, agent_name=None, tools=[], model=model))
+    for turn in range(1, 5):
+        thread = run_turn(agent, f"question {turn}", thread="long", user="alice", how="invoke")
+    assert thread[0].additional_kwargs == {"lc_source": "summarization"}
+    assert "SUMMARY OF 1-3" in str(thread[0].content)
+
+    assert manager.shutdown_flush(10) is True
+    extracted = [conversation_text(prompt) for prompt in ScriptedModel.prompts]
+    assert any("question 1" in text for text in extracted), "the replaced turns were flushed"
+    assert any("question 4" in text for text in extracted), "the thread after the summary, too"
+    assert not any("SUMMARY OF 1-3" in text for text in extracted)
+    assert not any("summary of the conversation" in text for text in extracted)
+    ScriptedModel.prompts.clear()
+    manager.close()
 
 
 def test_summarisation_without_memory_flushes_nothing() -> None:

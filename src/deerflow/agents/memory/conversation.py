@@ -2,8 +2,9 @@
 
 Hosts pass LangChain messages or plain `{"role", "content"}` dicts. `read_message` reduces either
 to the few things a backend looks at. Every backend drops the same things: tool traffic, system
-prompts, and hidden host injections (`hide_from_ui`, unless the host's keep hook says otherwise),
-among them the `<memory>` block, which would otherwise feed memory back into itself.
+prompts, hidden host injections (`hide_from_ui`, unless the host's keep hook says otherwise),
+among them the `<memory>` block, which would otherwise feed memory back into itself, and the
+messages the harness wrote in the user's place, such as the summary of a compacted thread.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from typing import Any, Final, Literal
 __all__ = [
     "ConversationMessage",
     "MessageRole",
+    "is_harness_message",
     "is_hidden",
     "is_memory_injection",
     "read_message",
@@ -73,7 +75,10 @@ def read_message(message: Any) -> ConversationMessage:
     if lc is not None and isinstance(message, lc.BaseMessage):
         kind = message.role if isinstance(message, lc.ChatMessage) else message.type
         extra = message.additional_kwargs
-        calls = (getattr(message, "tool_calls", None), getattr(message, "invalid_tool_calls", None))
+        # Only AI messages carry tool calls; on the others a getattr miss costs a pydantic
+        # `__getattr__` and an exception, several times the rest of this function.
+        ai = isinstance(message, lc.AIMessage)
+        calls = (message.tool_calls, message.invalid_tool_calls) if ai else ()
         return ConversationMessage(
             _ROLES.get(kind),
             _text(message.content),
@@ -104,6 +109,18 @@ def is_hidden(
         return False
     # A copy: the hook must not be able to change the caller's message.
     return keep_hidden is None or not keep_hidden(dict(message.additional_kwargs))
+
+
+def is_harness_message(message: ConversationMessage) -> bool:
+    """A message the agent harness wrote, not the user: LangChain marks it with `lc_source`.
+
+    LangChain's `SummarizationMiddleware` replaces the older part of a thread by a human message
+    "Here is a summary of the conversation to date: …" with `additional_kwargs={"lc_source":
+    "summarization"}`. Learning from it would turn the summariser's words, about turns memory
+    was already handed, into facts about the user. `add_notification_metadata` sets the same key
+    on the other messages a user did not type (background task updates).
+    """
+    return isinstance(message.additional_kwargs.get("lc_source"), str)
 
 
 def is_memory_injection(text: str) -> bool:

@@ -8,6 +8,7 @@ from deerflow.agents.memory.callbacks import MemoryCallbacks
 from deerflow.agents.memory.conversation import (
     ConversationMessage,
     MessageRole,
+    is_harness_message,
     is_hidden,
     is_memory_injection,
     read_message,
@@ -80,6 +81,7 @@ __all__ = [
     "empty_document",
     "get_memory_manager",
     "import_object",
+    "is_harness_message",
     "is_hidden",
     "is_memory_injection",
     "keep_hidden_message",

@@ -1,7 +1,8 @@
 """The turns of a conversation that go to Honcho, each with a key that makes it go only once.
 
 Filtering is the one every backend applies (`deerflow.agents.memory.conversation`): tool
-traffic, system prompts, hidden host injections and `<memory>` blocks never leave the process.
+traffic, system prompts, hidden host injections, `<memory>` blocks and the messages the harness
+wrote in the user's place (the summary of a compacted thread) never leave the process.
 What remains is kept verbatim, because Honcho derives its own model of the user from it.
 
 The host hands `add()` the whole thread on every turn, so every message carries a key in its
@@ -20,6 +21,7 @@ from typing import Any, Final
 
 from deerflow.agents.memory.manager import (
     MessageRole,
+    is_harness_message,
     is_hidden,
     is_memory_injection,
     read_message,
@@ -58,7 +60,12 @@ def outgoing_messages(
     occurrences: Counter[tuple[MessageRole, str]] = Counter()
     outgoing: list[OutgoingMessage] = []
     for message in map(read_message, messages):
-        if message.role is None or message.calls_tools or is_hidden(message, keep_hidden):
+        if (
+            message.role is None
+            or message.calls_tools
+            or is_hidden(message, keep_hidden)
+            or is_harness_message(message)
+        ):
             continue
         if message.role == "user":
             if is_memory_injection(message.text):

@@ -3,8 +3,14 @@
 `prepare_conversation` reads LangChain messages (or plain dicts) and keeps what the user said and
 what the agent finally answered. It drops everything memory must not learn from: tool traffic,
 system prompts, hidden host injections (among them the `<memory>` block, which would otherwise feed
-memory back into itself), upload listings, and trivial turns ("ok", "谢谢") together with the reply
-they got. Signals (correction, preference, …) are then looked for in the latest user turns.
+memory back into itself), messages the harness wrote in the user's place (the summary of a
+compacted thread), upload listings, and trivial turns ("ok", "谢谢") together with the reply they
+got.
+
+Signals (correction, preference, …) are not looked for here: that is the slowest part of
+filtering (about a hundred regexes), and `add()` must only enqueue. The queue's worker looks for
+them in the turns of each batch; `PreparedConversation.signals` finds them on demand for the one
+caller that needs them before enqueueing (a full queue still admits a conversation with a signal).
 """
 
 from __future__ import annotations
@@ -17,6 +23,7 @@ from typing import Any, Final
 from deerflow.agents.memory.backends.deermem.deermem.pipeline.signals import SignalPatterns
 from deerflow.agents.memory.manager import (
     MessageRole,
+    is_harness_message,
     is_hidden,
     is_memory_injection,
     read_message,
@@ -79,10 +86,20 @@ class Turn:
 
 @dataclass(frozen=True, slots=True)
 class PreparedConversation:
-    """The kept turns, in order, and the signals found in the latest user turns."""
+    """The kept turns, in order, and the patterns to look for signals in them with."""
 
     turns: tuple[Turn, ...]
-    signals: frozenset[str]
+    patterns: SignalPatterns
+
+    @property
+    def signals(self) -> frozenset[str]:
+        """The signal classes found in the user turns among the latest `SIGNAL_WINDOW` turns.
+
+        Looked for on each access, never by `prepare_conversation`, so that `add()` does not
+        pay for them.
+        """
+        recent = [turn.text for turn in self.turns[-SIGNAL_WINDOW:] if turn.role == "user"]
+        return self.patterns.detect(recent)
 
 
 def prepare_conversation(
@@ -91,7 +108,7 @@ def prepare_conversation(
     keep_hidden: Callable[[dict[str, Any]], bool] | None = None,
     patterns: SignalPatterns | None = None,
 ) -> PreparedConversation | None:
-    """The turns of `messages` worth extracting memory from, with their signals.
+    """The turns of `messages` worth extracting memory from.
 
     Args:
         messages: LangChain `BaseMessage` objects or dicts with `role` ("user", "human",
@@ -101,7 +118,7 @@ def prepare_conversation(
         patterns: Signal and trivial-turn patterns; None uses the bundled ones.
 
     Returns:
-        The kept turns and signals, or None when no user turn or no assistant turn is left.
+        The kept turns, or None when no user turn or no assistant turn is left.
 
     Raises:
         TypeError: A message is neither a `BaseMessage` nor a mapping.
@@ -112,7 +129,12 @@ def prepare_conversation(
     # Set by a dropped upload-only or trivial user turn: its reply carries nothing either.
     skip_reply = False
     for message in map(read_message, messages):
-        if message.role is None or message.calls_tools or is_hidden(message, keep_hidden):
+        if (
+            message.role is None
+            or message.calls_tools
+            or is_hidden(message, keep_hidden)
+            or is_harness_message(message)
+        ):
             continue
         if message.role == "assistant":
             text = strip_memory_blocks(message.text)
@@ -127,5 +149,4 @@ def prepare_conversation(
     roles = {turn.role for turn in turns}
     if roles != {"user", "assistant"}:
         return None
-    recent = [turn.text for turn in turns[-SIGNAL_WINDOW:] if turn.role == "user"]
-    return PreparedConversation(tuple(turns), patterns.detect(recent))
+    return PreparedConversation(tuple(turns), patterns)

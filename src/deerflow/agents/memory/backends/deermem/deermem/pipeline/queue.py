@@ -29,6 +29,13 @@ loses nothing, while power loss or a kernel crash may lose the puts since the la
 (the file stays consistent). `fsync=True` (`synchronous=FULL`) makes each put survive power loss
 too, at the price of one fsync per put (`benchmarks/queue_probe.py` measures both).
 
+Checkpoints are the worker's, so that no `put` waits for one: auto-checkpoint is off on the
+connection puts use, and the worker runs a PASSIVE checkpoint (which neither blocks nor waits
+for puts) on a connection of its own each time it is about to sleep: about once a second while
+idle, and once the items due have been processed. While idle, the puts a power loss may take
+(those since the last checkpoint) are then about a second's worth, not SQLite's default of up to
+1,000 WAL pages. Without a worker (`start=False`) SQLite's default applies.
+
 Delivery is at least once. An item is deleted, and its watermark advanced, in one transaction
 after `process` returns; a crash during `process`, or before that commit, processes it again at
 the next start, so the caller's apply step must be idempotent. If `process` raises, the item is
@@ -204,16 +211,22 @@ class DurableQueue:
         self._poked = False
         self._stopping = False
         path.parent.mkdir(parents=True, exist_ok=True)
-        self._conn = sqlite3.connect(
-            path, timeout=_BUSY_TIMEOUT_S, isolation_level=None, check_same_thread=False
-        )
+        synchronous = f"PRAGMA synchronous={'FULL' if fsync else 'NORMAL'}"
+        self._conn = _connect(path)
+        # The worker's own connection, for checkpoints: in WAL mode they run beside a put
+        # instead of inside the put that crosses the WAL's size threshold.
+        self._checkpointer: sqlite3.Connection | None = None
         try:
             self._conn.execute("PRAGMA journal_mode=WAL")
-            self._conn.execute(f"PRAGMA synchronous={'FULL' if fsync else 'NORMAL'}")
+            self._conn.execute(synchronous)
             with self._write() as conn:
                 apply_migrations(conn, MIGRATIONS)
+            if start:
+                self._conn.execute("PRAGMA wal_autocheckpoint=0")
+                self._checkpointer = _connect(path)
+                self._checkpointer.execute(synchronous)
         except sqlite3.DatabaseError as exc:
-            self._conn.close()
+            self._close_connection()
             if getattr(exc, "sqlite_errorcode", 0) & 0xFF in _CORRUPTION_CODES:
                 raise MemoryCorruptionError(
                     f"write queue {path} is unreadable ({exc}); moving it aside starts an empty "
@@ -266,7 +279,10 @@ class DurableQueue:
                     " WHERE key = ? AND NOT urgent",
                     (fresh_text, merged, trace_id, now, due, key_text),
                 )
-        self._poke()
+        if due - now < _POLL_S:
+            # Otherwise the worker's next poll comes first: waking it now would only make it
+            # compete with the caller for the connection and the GIL.
+            self._poke()
 
     def put_now(
         self,
@@ -480,6 +496,7 @@ class DurableQueue:
                     if wait <= 0:
                         self.run_due()
                         continue
+                    self._checkpoint()
                 except Exception:
                     logger.exception("memory write queue %s: worker error", self.path)
                     wait = _POLL_S
@@ -501,6 +518,15 @@ class DurableQueue:
             ).fetchone()
         return math.inf if due is None else float(due)
 
+    def _checkpoint(self) -> None:
+        """Copy the WAL's committed pages into the journal file, syncing both (the worker's job).
+
+        PASSIVE: it neither waits for nor blocks puts; pages a reader still needs stay for the
+        next one. Nothing new in the WAL makes it a no-op.
+        """
+        assert self._checkpointer is not None, "only the worker checkpoints"
+        self._checkpointer.execute("PRAGMA wal_checkpoint(PASSIVE)")
+
     def _poke(self) -> None:
         with self._wake:
             self._poked = True
@@ -509,12 +535,20 @@ class DurableQueue:
     def _close_connection(self) -> None:
         with self._lock:
             self._conn.close()
+        if self._checkpointer is not None:
+            self._checkpointer.close()
 
     @contextmanager
     def _write(self) -> Iterator[sqlite3.Connection]:
         """One write transaction on this object's connection (see `immediate_transaction`)."""
         with self._lock, immediate_transaction(self._conn) as conn:
             yield conn
+
+
+def _connect(path: Path) -> sqlite3.Connection:
+    return sqlite3.connect(
+        path, timeout=_BUSY_TIMEOUT_S, isolation_level=None, check_same_thread=False
+    )
 
 
 def _insert(

@@ -1,7 +1,9 @@
 """The write pipeline as one object: filter → durable queue → extraction → apply (SPEC §5.6).
 
 `add()` only filters and enqueues (durably, before returning); a worker thread of the queue
-runs the extraction of each due conversation and commits its result as one change.
+runs the extraction of each due conversation and commits its result as one change. Everything
+that acknowledging a conversation does not need happens in the worker: looking for signals,
+building the prompt, the LLM call, applying and committing.
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ from deerflow.agents.memory.backends.deermem.deermem.pipeline.filtering import (
 from deerflow.agents.memory.backends.deermem.deermem.pipeline.proposals import ExtractionError
 from deerflow.agents.memory.backends.deermem.deermem.pipeline.queue import (
     DurableQueue,
+    QueueFullError,
     QueueItem,
     QueueKey,
 )
@@ -103,8 +106,18 @@ class MemoryWriter:
             return
         key = QueueKey(thread_id, DEFAULT_USER if user_id is None else user_id, agent_name)
         turns = [turn.to_dict() for turn in prepared.turns]
-        put = self.queue.put_now if urgent else self.queue.put
-        put(key, turns, signals=prepared.signals, trace_id=trace_id)
+        if urgent:
+            self.queue.put_now(key, turns, trace_id=trace_id)
+            return
+        try:
+            self.queue.put(key, turns, trace_id=trace_id)
+        except QueueFullError:
+            # The worker looks for signals in every batch; only a full queue needs them now,
+            # since it still admits a conversation that carries one.
+            signals = prepared.signals
+            if not signals:
+                raise
+            self.queue.put(key, turns, signals=signals, trace_id=trace_id)
 
     @property
     def queue(self) -> DurableQueue:
