@@ -131,6 +131,20 @@ def test_local_sends_each_message_once_and_never_hidden_or_tool_traffic(tmp_path
         manager.close()
 
 
+def test_local_never_sends_the_summary_of_a_compacted_thread(tmp_path: Path) -> None:
+    manager = local(tmp_path, infer=False, model=None)
+    # What LangChain's SummarizationMiddleware puts in place of the turns it compacted.
+    summary = HumanMessage(
+        "Here is a summary of the conversation to date:\n\nThe user asked about Lisbon.",
+        additional_kwargs={"lc_source": "summarization"},
+    )
+    try:
+        manager.add("t1", [summary, HumanMessage("And Porto?")], user_id="alice")
+        assert contents(manager.get_memory(user_id="alice")) == ["And Porto?"]
+    finally:
+        manager.close()
+
+
 def test_local_keeps_hidden_messages_the_host_flags(tmp_path: Path) -> None:
     config = local_config(tmp_path, infer=False, model=None)
     manager = Mem0MemoryManager.from_config(config, should_keep_hidden_message=keep_hidden_message)

@@ -3,31 +3,31 @@
 Kept: what the user said and what the agent answered. Dropped: tool traffic, system prompts,
 empty turns, and hidden messages (`hide_from_ui`) unless the host's `should_keep_hidden_message`
 hook keeps them. The host's `<memory>` injection is dropped too, hidden or not, because learning
-from it would feed memory back into itself.
+from it would feed memory back into itself, and so are the messages the harness wrote in the
+user's place (the summary of a compacted thread). The reading is shared with the other backends
+(`deerflow.agents.memory.conversation`).
 """
 
 from __future__ import annotations
 
 import hashlib
-import re
-import sys
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Hashable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Any
+
+from deerflow.agents.memory.manager import (
+    is_harness_message,
+    is_hidden,
+    is_memory_injection,
+    read_message,
+    strip_memory_blocks,
+)
 
 __all__ = ["KeepHidden", "SentTurns", "Turn", "conversation_turns"]
 
 KeepHidden = Callable[[dict[str, Any]], bool]
-
-_ROLES: Final[Mapping[str, str]] = {
-    "human": "user",
-    "user": "user",
-    "ai": "assistant",
-    "assistant": "assistant",
-}
-_MEMORY_BLOCK: Final = re.compile(r"<memory>.*?</memory>", re.DOTALL)
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,59 +55,22 @@ def conversation_turns(messages: Sequence[Any], keep_hidden: KeepHidden | None) 
         TypeError: a message is neither a LangChain message nor a mapping.
     """
     turns = []
-    for message in messages:
-        role, text, message_id, extra, calls_tools = _read(message)
-        if role is None or calls_tools or _hidden(extra, keep_hidden):
+    for raw in messages:
+        message = read_message(raw)
+        if (
+            message.role is None
+            or message.calls_tools
+            or is_hidden(message, keep_hidden)
+            or is_harness_message(message)
+        ):
             continue
-        if role == "user" and text.lstrip().startswith("<memory>"):
+        if message.role == "user" and is_memory_injection(message.text):
             continue
-        content = _MEMORY_BLOCK.sub("", text).strip()
+        content = strip_memory_blocks(message.text).strip()
         if content:
-            digest = hashlib.sha256(f"{role}\0{content}".encode()).hexdigest()[:32]
-            turns.append(Turn(role, content, message_id or f"sha256:{digest}"))
+            digest = hashlib.sha256(f"{message.role}\0{content}".encode()).hexdigest()[:32]
+            turns.append(Turn(message.role, content, message.message_id or f"sha256:{digest}"))
     return turns
-
-
-def _read(message: Any) -> tuple[str | None, str, str | None, dict[str, Any], bool]:
-    # Looked up, not imported: a process that never built a LangChain message need not load it.
-    lc = sys.modules.get("langchain_core.messages")
-    if lc is not None and isinstance(message, lc.BaseMessage):
-        kind = message.role if isinstance(message, lc.ChatMessage) else message.type
-        extra = dict(message.additional_kwargs)
-        calls = bool(getattr(message, "tool_calls", None)) or _legacy_tool_call(extra)
-        return _ROLES.get(kind), _text(message.content), message.id or None, extra, calls
-    if isinstance(message, Mapping):
-        raw_extra = message.get("additional_kwargs")
-        extra = dict(raw_extra) if isinstance(raw_extra, Mapping) else {}
-        calls = bool(message.get("tool_calls")) or _legacy_tool_call(extra)
-        role = _ROLES.get(str(message.get("role", message.get("type"))))
-        raw_id = message.get("id")
-        message_id = str(raw_id) if raw_id not in (None, "") else None
-        return role, _text(message.get("content")), message_id, extra, calls
-    raise TypeError(f"expected a LangChain message or a dict, got {type(message).__name__}")
-
-
-def _legacy_tool_call(extra: Mapping[str, Any]) -> bool:
-    return bool(extra.get("tool_calls") or extra.get("function_call"))
-
-
-def _text(content: Any) -> str:
-    if isinstance(content, str):
-        return content
-    if not isinstance(content, list):
-        return ""
-    parts = (
-        block if isinstance(block, str) else block.get("text")
-        for block in content
-        if isinstance(block, str) or (isinstance(block, Mapping) and block.get("type") == "text")
-    )
-    return "\n".join(part for part in parts if isinstance(part, str))
-
-
-def _hidden(extra: dict[str, Any], keep_hidden: KeepHidden | None) -> bool:
-    if not extra.get("hide_from_ui"):
-        return False
-    return keep_hidden is None or not keep_hidden(dict(extra))
 
 
 class SentTurns:
