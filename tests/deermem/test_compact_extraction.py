@@ -94,7 +94,7 @@ def test_compact_extraction_keeps_what_the_user_said_and_drops_copies_and_invent
         reply(
             ("Name is Maria", "identity", 1.0),
             ("Prefers pnpm over npm for JavaScript projects", "preference", 0.9),
-            ("Teaches chemistry at a school in Gdansk", "context", 0.9),  # the example's fact
+            ("Works as a chemistry teacher in Gdansk", "context", 0.9),  # the example's fact
             ("Enjoys climbing on weekends", "preference", 0.8),  # never said
         )
     )

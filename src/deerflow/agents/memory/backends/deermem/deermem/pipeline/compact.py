@@ -65,20 +65,17 @@ COMPACT_SYSTEM: Final = (
     "are, their work, where they live, what they prefer, use or avoid. One short sentence per "
     "fact, about this user only. Nothing the user did not say. Reply with JSON only."
 )
+# One short exchange with the commonest kinds of fact (who, work and place, a tool preference):
+# a 270M base model follows the example's shape closely, so the shape is what it teaches.
 _EXAMPLE_TURNS: Final = (
-    {
-        "role": "user",
-        "text": "Hi, I'm Tomasz. I teach chemistry at a school in Gdansk and I write my "
-        "grading scripts in Go.",
-    },
-    {"role": "assistant", "text": "Nice to meet you, Tomasz! Go suits small scripts well."},
-    {"role": "user", "text": "Please never suggest Windows-only tools, I only use Linux."},
+    {"role": "user", "text": "Hi, I'm Tomasz, a chemistry teacher in Gdansk."},
+    {"role": "assistant", "text": "Nice to meet you, Tomasz!"},
+    {"role": "user", "text": "For grading scripts I always use Go, never Python."},
 )
 _EXAMPLE_FACTS: Final = (
     ("Name is Tomasz", "identity", 1.0),
-    ("Teaches chemistry at a school in Gdansk", "context", 0.9),
-    ("Writes grading scripts in Go", "context", 0.9),
-    ("Uses only Linux; do not suggest Windows-only tools", "constraint", 0.9),
+    ("Works as a chemistry teacher in Gdansk", "context", 0.9),
+    ("Prefers Go over Python for grading scripts", "preference", 0.9),
 )
 _EXAMPLE_REPLY: Final = json.dumps(
     {
