@@ -33,6 +33,10 @@ class FakeLlama:
     def __init__(self, *outputs: str) -> None:
         self.outputs = list(outputs)
         self.calls: list[tuple[str, dict[str, Any]]] = []
+        self.resets = 0
+
+    def reset(self) -> None:
+        self.resets += 1
 
     def tokenize(self, text: bytes, add_bos: bool = True, special: bool = False) -> list[int]:
         return list(range(len(text)))
@@ -129,6 +133,14 @@ def test_a_reply_is_generated_from_the_transcript_and_stops_at_the_next_turn(
     assert options["max_tokens"] == 256
     assert options["repeat_penalty"] > 1
     assert "grammar" not in options
+
+
+def test_every_call_starts_from_a_fresh_context(llama: FakeLlama) -> None:
+    llama.outputs += ["one", "two|parts"]
+    model = LocalChatModel()
+    model.invoke([HumanMessage("first")])
+    list(model.stream([HumanMessage("second")]))
+    assert llama.resets == 2
 
 
 def test_replies_stream_piece_by_piece(llama: FakeLlama) -> None:

@@ -73,6 +73,8 @@ def demo(config: ConfigOption = None) -> None:
 
 async def run_demo(config: AppConfig, manager: MemoryManager, console: Console) -> bool:
     """The two sessions; True when something was learned and session two started with it."""
+    # Every run starts from nothing: an earlier run's memory and queued writes go.
+    manager.cancel_pending(user_id=DEMO_USER)
     try:
         manager.clear_memory(user_id=DEMO_USER)
     except MemoryUnsupportedError:
@@ -111,6 +113,8 @@ async def run_demo(config: AppConfig, manager: MemoryManager, console: Console) 
             title="the memory block session two's system prompt started with",
         )
     )
+    # Session two is there to show reading; learning from it again would only delay the exit.
+    manager.cancel_pending(user_id=DEMO_USER)
     remembered = [fact for fact in facts if fact["content"] in block]
     console.rule("In short")
     console.print(

