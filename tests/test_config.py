@@ -10,7 +10,14 @@ import pytest
 import yaml
 
 from deerflow.agents.memory.backends.deermem.deermem.config import DeerMemConfig, parse_config
-from deerflow.config import ConfigError, McpServerConfig, MemoryConfig, load_config, runtime_home
+from deerflow.config import (
+    ConfigError,
+    McpServerConfig,
+    MemoryConfig,
+    SummarizationConfig,
+    load_config,
+    runtime_home,
+)
 from deerflow.config import loader as config_loader
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -97,6 +104,11 @@ def test_unset_variable_names_the_key(tmp_path: Path) -> None:
             r"models: .*repeated: a",
         ),
         ("memory: 3\n", r"memory: Input should be a valid dictionary"),
+        (
+            "summarization:\n  trigger_tokens: null\n",
+            r"summarization: .*needs trigger_tokens or trigger_messages",
+        ),
+        ("summarization:\n  keep_messages: 0\n", r"summarization\.keep_messages:"),
         ("- just\n- a list\n", r"top level must be a mapping"),
         ("memory: [unclosed\n", r"not valid YAML"),
     ],
@@ -160,6 +172,9 @@ def test_example_config_is_valid_and_documents_every_memory_key() -> None:
     assert parse_config({**backend_config, "storage_path": "/data"}).max_facts == 100
     memory_block = yaml.safe_load(example.read_text())["memory"]
     assert set(memory_block) == set(MemoryConfig.model_fields)
+    assert config.summarization == SummarizationConfig()
+    summarization_block = yaml.safe_load(example.read_text())["summarization"]
+    assert set(summarization_block) == set(SummarizationConfig.model_fields)
     model_block = yaml.safe_load(example.read_text())["models"][0]
     assert {"name", "use"} <= set(model_block)
     [server] = yaml.safe_load(example.read_text())["mcp_servers"].values()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Iterator
 from pathlib import Path
@@ -324,3 +325,36 @@ def test_a_bad_runtime_context_is_refused_by_name() -> None:
             config={"configurable": {"thread_id": "t"}},
             context={"user_id": 42},
         )
+
+
+def test_concurrent_runs_of_different_users_each_get_their_own_memory(tmp_path: Path) -> None:
+    memory = MemoryConfig(manager_class="inmemory")
+    manager = build_memory_manager(memory, home=tmp_path)
+    manager.create_fact("Alice drinks green tea", "preference", 0.9, user_id="alice")
+    manager.create_fact("Bob drinks black coffee", "preference", 0.9, user_id="bob")
+    model = ScriptedChatModel.replying(*["ok"] * 8)
+    wiring = wire_memory(app_config(manager_class="inmemory"), manager, agent_name=None,
+                         tools=[], model=model)  # fmt: skip
+    agent = build_agent(model, wiring)
+
+    async def turn(user: str, thread: str) -> None:
+        await agent.ainvoke(
+            {"messages": [HumanMessage(f"I am {user}")]},
+            config={"configurable": {"thread_id": thread}},
+            context=AgentContext(user_id=user),
+        )
+
+    async def both() -> None:
+        await asyncio.gather(*(turn(u, f"{u}-{n}") for n in range(4) for u in ("alice", "bob")))
+
+    asyncio.run(both())
+    assert len(model.prompts) == 8
+    for prompt in model.prompts:
+        system, user = str(prompt[0].content), str(prompt[-1].content)
+        mine, theirs = (
+            ("Alice drinks", "Bob drinks")
+            if user == "I am alice"
+            else ("Bob drinks", "Alice drinks")
+        )
+        assert mine in system
+        assert theirs not in system

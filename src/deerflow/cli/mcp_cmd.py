@@ -10,7 +10,6 @@ from deerflow.agents.tools.memory_core import MemoryScope
 from deerflow.cli.memory_session import handle_errors
 from deerflow.cli.options import AgentOption, ConfigOption, UserOption
 from deerflow.config import load_config
-from deerflow.mcp_server import serve_stdio
 
 DEFAULT_USER = "default"
 
@@ -31,6 +30,9 @@ def mcp(
         if not app_config.memory.enabled:
             raise ValueError("memory.enabled is false in the config: there is no memory to serve")
         manager = build_memory_manager(app_config.memory, host_hooks=default_host_hooks(app_config))
+    # The MCP SDK takes over a second to import; only this command pays for it.
+    from deerflow.mcp_server import serve_stdio
+
     try:
         anyio.run(serve_stdio, manager, MemoryScope(user_id=user, agent_name=agent))
     except KeyboardInterrupt:

@@ -7,9 +7,10 @@ What it does, per run of the agent:
   takes one), wraps the text in `<memory>…</memory>` framed as data about the user, and freezes
   that section in the agent state (`memory_context`). Every model call of the thread gets the
   same section appended to its system prompt, byte for byte, so prompt caches hit and a
-  checkpointed thread resumes with exactly what it started with. A failed or timed-out read ends
-  the turn with `MemoryReadError` when the backend's read policy is fatal; otherwise it is logged
-  and the thread runs without memory.
+  checkpointed thread resumes with exactly what it started with (without a checkpointer there is
+  no thread state, so every run is a first turn). A failed or timed-out read ends the turn with
+  `MemoryReadError` when the backend's read policy is fatal; otherwise it is logged and the
+  thread runs without memory.
 * **Writing.** After the run it hands the thread's messages to `add` (`aadd` under
   `ainvoke`/`astream`); filtering and extraction are the backend's job. A failed write is logged
   and the turn succeeds, unless the backend's write policy is `raise`.

@@ -10,7 +10,7 @@ if summarising fails, nothing is dropped and nothing is flushed.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Final
 
 from langchain.agents.middleware import AgentMiddleware, AgentState, SummarizationMiddleware
 from langchain.agents.middleware.summarization import ContextSize, TriggerClause
@@ -18,12 +18,15 @@ from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AnyMessage, RemoveMessage
 from langgraph.runtime import Runtime
 
+from deerflow.agents.context import RunIdentity
 from deerflow.agents.memory.manager import MemoryManager
 from deerflow.agents.middlewares.memory_middleware import current_identity
 from deerflow.agents.middlewares.memory_writes import memory_write, thread_of
 from deerflow.config.schema import SummarizationConfig
 
 __all__ = ["MemoryFlushSummarizationMiddleware", "build_summarization", "dropped_messages"]
+
+FLUSH: Final = "flush before summarisation"
 
 
 def dropped_messages(
@@ -58,31 +61,37 @@ class MemoryFlushSummarizationMiddleware(SummarizationMiddleware[Any, Any]):
 
     def before_model(self, state: AgentState[Any], runtime: Runtime[Any]) -> dict[str, Any] | None:
         update = super().before_model(state, runtime)
-        if update is not None:
-            dropped = dropped_messages(state["messages"], update["messages"])
-            identity = current_identity(runtime)
-            thread_id = thread_of(identity, "flush before summarisation")
-            if thread_id is not None:
-                with memory_write(self.manager, identity, "flush before summarisation"):
-                    self.manager.add_nowait(
-                        thread_id, dropped, agent_name=self.agent_name, user_id=identity.user_id
-                    )
+        if (flush := self._flush(state, update, runtime)) is not None:
+            identity, thread_id, dropped = flush
+            with memory_write(self.manager, identity, FLUSH):
+                self.manager.add_nowait(
+                    thread_id, dropped, agent_name=self.agent_name, user_id=identity.user_id
+                )
         return update
 
     async def abefore_model(
         self, state: AgentState[Any], runtime: Runtime[Any]
     ) -> dict[str, Any] | None:
         update = await super().abefore_model(state, runtime)
-        if update is not None:
-            dropped = dropped_messages(state["messages"], update["messages"])
-            identity = current_identity(runtime)
-            thread_id = thread_of(identity, "flush before summarisation")
-            if thread_id is not None:
-                with memory_write(self.manager, identity, "flush before summarisation"):
-                    await self.manager.aadd_nowait(
-                        thread_id, dropped, agent_name=self.agent_name, user_id=identity.user_id
-                    )
+        if (flush := self._flush(state, update, runtime)) is not None:
+            identity, thread_id, dropped = flush
+            with memory_write(self.manager, identity, FLUSH):
+                await self.manager.aadd_nowait(
+                    thread_id, dropped, agent_name=self.agent_name, user_id=identity.user_id
+                )
         return update
+
+    def _flush(
+        self, state: AgentState[Any], update: dict[str, Any] | None, runtime: Runtime[Any]
+    ) -> tuple[RunIdentity, str, list[AnyMessage]] | None:
+        """Who and what to flush when `update` summarises the thread; None when nothing is."""
+        if update is None:
+            return None
+        identity = current_identity(runtime)
+        thread_id = thread_of(identity, FLUSH)
+        if thread_id is None:
+            return None
+        return identity, thread_id, dropped_messages(state["messages"], update["messages"])
 
 
 def build_summarization(

@@ -1,0 +1,96 @@
+"""`deerflow mcp`: a real MCP client session over stdio lists the memory tools and calls them."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+from mcp import ClientSession, StdioServerParameters
+from mcp.client.stdio import stdio_client
+from typer.testing import CliRunner
+
+from deerflow.agents.tools.memory_core import MEMORY_TOOL_NAMES
+from deerflow.cli.app import app
+
+
+def write_config(tmp_path: Path, extra: str = "") -> Path:
+    config = tmp_path / "config.yaml"
+    config.write_text(
+        "memory:\n"
+        "  manager_class: deermem\n"
+        f"{extra}"
+        "  backend_config:\n"
+        f"    storage_path: {json.dumps(str(tmp_path / 'memory'))}\n",
+        encoding="utf-8",
+    )
+    return config
+
+
+async def session_calls(
+    config: Path, user: str, calls: list[tuple[str, dict[str, Any]]]
+) -> tuple[list[Any], list[Any]]:
+    """Start `python -m deerflow mcp` for `user`, list its tools, make `calls`; the answers."""
+    server = StdioServerParameters(
+        command=sys.executable,
+        args=["-m", "deerflow", "mcp", "--config", str(config), "--user", user],
+        env=dict(os.environ),
+        cwd=str(config.parent),
+    )
+    async with stdio_client(server) as (read, write), ClientSession(read, write) as session:
+        await session.initialize()
+        tools = (await session.list_tools()).tools
+        results = [await session.call_tool(name, arguments) for name, arguments in calls]
+    return tools, results
+
+
+def answer(result: Any) -> dict[str, Any]:
+    (content,) = result.content
+    decoded: dict[str, Any] = json.loads(content.text)
+    assert decoded == result.structuredContent
+    return decoded
+
+
+def test_an_mcp_client_lists_the_tools_adds_a_fact_and_finds_it(tmp_path: Path) -> None:
+    config = write_config(tmp_path)
+    tools, (added, found, smuggled) = asyncio.run(
+        session_calls(
+            config,
+            "alice",
+            [
+                ("memory_add", {"content": "Prefers pnpm over npm", "category": "preference"}),
+                ("memory_search", {"query": "pnpm"}),
+                ("memory_search", {"query": "pnpm", "user_id": "bob"}),
+            ],
+        )
+    )
+    assert [tool.name for tool in tools] == list(MEMORY_TOOL_NAMES)
+    search_schema = tools[0].inputSchema
+    assert search_schema["required"] == ["query"]
+    assert set(search_schema["properties"]) == {"query", "category", "limit"}
+
+    assert not added.isError
+    fact_id = answer(added)["fact_id"]
+    assert answer(found)["facts"][0] | {"updatedAt": None} == {
+        "id": fact_id,
+        "content": "Prefers pnpm over npm",
+        "category": "preference",
+        "confidence": 0.7,
+        "score": answer(found)["facts"][0]["score"],
+        "updatedAt": None,
+    }
+    assert smuggled.isError
+    assert answer(smuggled)["error"] == "invalid_input"
+
+    _, (other,) = asyncio.run(session_calls(config, "bob", [("memory_search", {"query": "pnpm"})]))
+    assert answer(other) == {"facts": [], "count": 0}, "one server, one user's memory"
+
+
+def test_mcp_refuses_to_start_when_memory_is_disabled(tmp_path: Path) -> None:
+    config = write_config(tmp_path, "  enabled: false\n")
+    result = CliRunner().invoke(app, ["mcp", "--config", str(config)])
+    assert result.exit_code == 2
+    assert "memory.enabled is false in the config" in result.output
