@@ -39,7 +39,7 @@ __all__ = ["DEMO_USER", "SESSION_ONE", "SESSION_TWO", "run_demo_command"]
 DEMO_USER: Final = "demo-user"
 SESSION_ONE: Final = (
     "Hi! I'm Maria, a data engineer in Lisbon.",
-    "For JavaScript projects I always use pnpm, never npm.",
+    "I prefer pnpm over npm for my JavaScript projects.",
 )
 SESSION_TWO: Final = ("I'm starting a new web app. Which package manager should I use?",)
 _MEMORY_OPEN: Final = "<memory>"
