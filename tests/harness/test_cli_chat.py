@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -150,3 +151,15 @@ def test_an_unknown_agent_is_refused_by_name(config_file: Path) -> None:
 
     assert result.exit_code == 2
     assert "no agent 'nobody'" in result.output
+
+
+def test_an_mcp_server_that_cannot_start_ends_the_chat_with_its_name(tmp_path: Path) -> None:
+    path = write_config(tmp_path / "config.yaml", tmp_path / "store")
+    document = yaml.safe_load(path.read_text(encoding="utf-8"))
+    document["mcp_servers"] = {"files": {"command": sys.executable, "args": ["missing.py"]}}
+    path.write_text(yaml.safe_dump(document), encoding="utf-8")
+
+    result = chat(path, "hello")
+
+    assert result.exit_code == 1
+    assert "mcp_servers.files: listing its tools failed" in result.output

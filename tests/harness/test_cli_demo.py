@@ -11,7 +11,7 @@ import yaml
 from typer.testing import CliRunner, Result
 
 from deerflow.cli.app import app
-from deerflow.cli.demo_cmd import SESSION_ONE, SESSION_TWO
+from deerflow.cli.demo_session import SESSION_ONE, SESSION_TWO
 from tests.harness.scripted_model import USE, ScriptedConversationModel
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -73,6 +73,11 @@ def test_running_the_demo_again_starts_from_a_clean_memory(tmp_path: Path) -> No
 
     assert result.exit_code == 0, result.output
     assert "Session one taught memory 1 fact(s)" in result.output
+    # Only session one was extracted: nothing queued by the first run came back.
+    [prompt] = ScriptedConversationModel.extraction_prompts
+    conversation = prompt[-1].text
+    assert SESSION_ONE[0] in conversation
+    assert SESSION_TWO[0] not in conversation
 
 
 def test_a_model_that_learns_nothing_fails_the_demo_plainly(tmp_path: Path) -> None:

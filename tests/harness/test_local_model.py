@@ -33,6 +33,10 @@ class FakeLlama:
     def __init__(self, *outputs: str) -> None:
         self.outputs = list(outputs)
         self.calls: list[tuple[str, dict[str, Any]]] = []
+        self.resets = 0
+
+    def reset(self) -> None:
+        self.resets += 1
 
     def tokenize(self, text: bytes, add_bos: bool = True, special: bool = False) -> list[int]:
         return list(range(len(text)))
@@ -59,16 +63,23 @@ def llama(monkeypatch: pytest.MonkeyPatch) -> FakeLlama:
     return fake
 
 
-def test_system_text_opens_the_first_user_turn_and_the_model_turn_is_left_open() -> None:
-    prompt = render_prompt(
-        [
-            SystemMessage("Be brief."),
-            HumanMessage("Hi"),
-            AIMessage("Hello!"),
-            HumanMessage("I use pnpm."),
-            HumanMessage("And uv."),
-        ]
+CONVERSATION = [
+    SystemMessage("Be brief."),
+    HumanMessage("Hi"),
+    AIMessage("Hello!"),
+    HumanMessage("I use pnpm."),
+    HumanMessage("And uv."),
+]
+
+
+def test_a_transcript_prompt_ends_where_the_assistant_answers() -> None:
+    assert render_prompt(CONVERSATION, "transcript") == (
+        "Be brief.\n\nUser: Hi\nAssistant: Hello!\nUser: I use pnpm.\n\nAnd uv.\nAssistant:"
     )
+
+
+def test_in_gemma_turns_system_text_opens_the_first_user_turn() -> None:
+    prompt = render_prompt(CONVERSATION, "gemma")
     assert prompt == (
         "<start_of_turn>user\nBe brief.\n\nHi<end_of_turn>\n"
         "<start_of_turn>model\nHello!<end_of_turn>\n"
@@ -78,10 +89,11 @@ def test_system_text_opens_the_first_user_turn_and_the_model_turn_is_left_open()
 
 
 def test_tool_results_are_shown_as_user_text_and_a_lone_system_text_still_arrives() -> None:
-    assert render_prompt([SystemMessage("Only rules.")]) == (
+    assert render_prompt([SystemMessage("Only rules.")], "gemma") == (
         "<start_of_turn>user\nOnly rules.<end_of_turn>\n<start_of_turn>model\n"
     )
-    prompt = render_prompt([HumanMessage("Weather?"), ToolMessage("Sunny", tool_call_id="c1")])
+    tool_turn = [HumanMessage("Weather?"), ToolMessage("Sunny", tool_call_id="c1")]
+    prompt = render_prompt(tool_turn, "transcript")
     assert "[tool result]\nSunny" in prompt
 
 
@@ -107,7 +119,7 @@ def test_every_array_and_free_string_of_a_schema_is_bounded() -> None:
     assert props["few"]["maxItems"] == 2
 
 
-def test_a_reply_is_generated_from_the_gemma_prompt_with_the_turn_end_as_stop(
+def test_a_reply_is_generated_from_the_transcript_and_stops_at_the_next_turn(
     llama: FakeLlama,
 ) -> None:
     llama.outputs.append(" Use pnpm. ")
@@ -116,14 +128,23 @@ def test_a_reply_is_generated_from_the_gemma_prompt_with_the_turn_end_as_stop(
     assert message.text == "Use pnpm."
     assert message.usage_metadata["output_tokens"] == 3
     [(prompt, options)] = llama.calls
-    assert prompt.startswith("<start_of_turn>user\nBe brief.\n\nWhich?")
-    assert options["stop"] == ["<end_of_turn>"]
+    assert prompt == "Be brief.\n\nUser: Which?\nAssistant:"
+    assert "\nUser:" in options["stop"]
     assert options["max_tokens"] == 256
+    assert options["repeat_penalty"] > 1
     assert "grammar" not in options
 
 
+def test_every_call_starts_from_a_fresh_context(llama: FakeLlama) -> None:
+    llama.outputs += ["one", "two|parts"]
+    model = LocalChatModel()
+    model.invoke([HumanMessage("first")])
+    list(model.stream([HumanMessage("second")]))
+    assert llama.resets == 2
+
+
 def test_replies_stream_piece_by_piece(llama: FakeLlama) -> None:
-    llama.outputs.append("Use| pnpm|.")
+    llama.outputs.append(" | Use| pnpm|.")
     chunks = LocalChatModel().stream([HumanMessage("Which?")])
     pieces = [chunk.text for chunk in chunks if chunk.text]
     assert pieces == ["Use", " pnpm", "."]
@@ -146,6 +167,7 @@ def test_structured_output_is_grammar_constrained_json(llama: FakeLlama) -> None
     _kind, grammar_schema = options["grammar"]
     assert json.loads(grammar_schema)["properties"]["facts"]["maxItems"] == 3
     assert options["max_tokens"] == 768
+    assert options["repeat_penalty"] == 1.0  # extraction copies the user's words
 
 
 def test_only_the_json_schema_method_is_offered() -> None:
@@ -168,7 +190,7 @@ def test_the_oldest_turns_give_way_when_the_window_is_full(
 
     [(prompt, _)] = llama.calls
     assert len(prompt) <= 312
-    assert prompt.startswith("<start_of_turn>user\nRules.")
+    assert prompt.startswith("Rules.\n\n")
     assert "the latest question" in prompt
     assert "question 0" not in prompt
     assert any("window (512 tokens) is full" in r.getMessage() for r in caplog.records)

