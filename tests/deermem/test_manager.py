@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import concurrent.futures
 import sqlite3
 from pathlib import Path
 from typing import Any
@@ -448,3 +449,24 @@ def test_search_hits_read_one_by_one_see_edits_after_reload(tmp_path: Path) -> N
     assert fresh.search("vim", user_id="u")[0]["content"] == "Edits with vim", "cached"
     fresh.reload_memory(user_id="u")
     assert fresh.search("vim", user_id="u")[0]["content"] == "Edits with vim and helix"
+
+
+def test_concurrent_writes_of_one_user_in_one_process_all_land(tmp_path: Path) -> None:
+    """A gateway serves one user's requests on many threads: none may end in a conflict.
+
+    (Two concurrent edits of the same fact may: that conflict is real, see test_storage.)
+    """
+    manager = make(tmp_path)
+
+    def write(i: int) -> None:
+        _, fact_id = manager.create_fact(f"Fact number {i} about topic {i * 7}", "knowledge", 0.7)
+        assert fact_id is not None
+        manager.update_fact(fact_id, confidence=0.8)
+        if i % 3 == 0:
+            manager.delete_fact(fact_id)
+
+    with concurrent.futures.ThreadPoolExecutor(max_workers=8) as pool:
+        list(pool.map(write, range(60)))  # re-raises the first failure
+    facts = manager.get_memory()["facts"]
+    assert len(facts) == 40
+    assert {f["confidence"] for f in facts} == {0.8}

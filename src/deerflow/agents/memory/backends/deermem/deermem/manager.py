@@ -80,6 +80,9 @@ logger = logging.getLogger(__name__)
 
 # Snapshot-derived writes (create with capacity, clear, import, revert) recompute on conflict.
 MAX_ATTEMPTS: Final = 5
+# Snapshot-derived writes of one user from this process take turns on one of these locks (users
+# share a lock by hash): bounded, and a collision only makes two users wait for each other.
+WRITE_TURN_STRIPES: Final = 64
 CONTEXT_CACHE_SIZE: Final = 4096
 T = TypeVar("T")
 
@@ -101,6 +104,9 @@ class DeerMemMemoryManager(MemoryManager):
     # (user, bucket) → (revision, text): the last injection text, reused while nothing changed.
     _context_cache: dict[tuple[str, str], tuple[int, str]] = PrivateAttr(default_factory=dict)
     _cache_lock: threading.Lock = PrivateAttr(default_factory=threading.Lock)
+    _write_turns: tuple[threading.Lock, ...] = PrivateAttr(
+        default_factory=lambda: tuple(threading.Lock() for _ in range(WRITE_TURN_STRIPES))
+    )
 
     @classmethod
     def from_config(
@@ -341,7 +347,7 @@ class DeerMemMemoryManager(MemoryManager):
             self._commit(snapshot.user_id, changes)
             return self.get_memory(user_id=user_id, agent_name=agent_name), record["id"]
 
-        return _retrying(attempt)
+        return self._retrying(user_id, attempt)
 
     def update_fact(
         self,
@@ -429,7 +435,7 @@ class DeerMemMemoryManager(MemoryManager):
             self._commit(snapshot.user_id, changes)
             return self.get_memory(user_id=user_id, agent_name=agent_name)
 
-        return _retrying(attempt)
+        return self._retrying(user_id, attempt)
 
     def import_memory(
         self, data: dict[str, Any], *, user_id: str | None = None, agent_name: str | None = None
@@ -442,7 +448,7 @@ class DeerMemMemoryManager(MemoryManager):
             self._commit(snapshot.user_id, changes)
             return self.get_memory(user_id=user_id, agent_name=agent_name)
 
-        return _retrying(attempt)
+        return self._retrying(user_id, attempt)
 
     # -- audit log and undo (SPEC §9.2) ----------------------------------------------------------
 
@@ -481,7 +487,7 @@ class DeerMemMemoryManager(MemoryManager):
             )
             return public_entry(recorded, raw_user)
 
-        return _retrying(attempt)
+        return self._retrying(user_id, attempt)
 
     # -- DeerMem's own tools (CLI, gateway) -------------------------------------------------------
 
@@ -625,6 +631,22 @@ class DeerMemMemoryManager(MemoryManager):
         except OSError:
             logger.warning("could not record fact usage of %s/%s", raw_user, bucket, exc_info=True)
 
+    def _retrying(self, user_id: str | None, attempt: Callable[[], T]) -> T:
+        """Run a snapshot-derived write, again on conflict, a bounded number of times.
+
+        Writes of one user from this process take turns (a gateway's concurrent requests would
+        otherwise keep invalidating each other's snapshot until the attempts run out), so only
+        another process's commit can make an attempt conflict.
+        """
+        user_key = safe_user_id(DEFAULT_USER if user_id is None else user_id)
+        with self._write_turns[hash(user_key) % WRITE_TURN_STRIPES]:
+            for _ in range(MAX_ATTEMPTS - 1):
+                try:
+                    return attempt()
+                except MemoryConflictError:
+                    continue
+            return attempt()
+
     def _commit(self, user_id: str, changes: ChangeSet) -> CommitResult:
         result = self._storage.save(user_id, changes)
         if result.change_id is not None:
@@ -680,13 +702,3 @@ def _indexed(record: Mapping[str, Any]) -> IndexedFact:
         confidence=float(record["confidence"]),
         updated_at=str(record.get("updatedAt", "")),
     )
-
-
-def _retrying(attempt: Callable[[], T]) -> T:
-    """Run a snapshot-derived write again on conflict, a bounded number of times."""
-    for _ in range(MAX_ATTEMPTS - 1):
-        try:
-            return attempt()
-        except MemoryConflictError:
-            continue
-    return attempt()
