@@ -11,7 +11,7 @@ import pytest
 
 from deerflow.agents.memory.manager import MemoryManager
 from deerflow.config import AppConfig
-from deerflow.gateway import create_app
+from deerflow.gateway.app import create_app
 from tests.gateway.live import LiveServer
 
 Serve = Callable[..., LiveServer]

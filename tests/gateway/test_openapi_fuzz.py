@@ -15,7 +15,7 @@ import schemathesis
 from hypothesis import HealthCheck, settings
 
 from deerflow.config import AppConfig
-from deerflow.gateway import create_app
+from deerflow.gateway.app import create_app
 from deerflow.gateway.tokens import TokenStore, tokens_path
 from tests.gateway.conftest import app_config
 from tests.gateway.live import LiveServer

@@ -11,7 +11,6 @@ from deerflow.agents.memory.manager import build_memory_manager, default_host_ho
 from deerflow.cli.memory_session import handle_errors
 from deerflow.cli.options import ConfigOption
 from deerflow.config import load_config
-from deerflow.gateway.server import check_bind, run_server
 
 
 def serve(
@@ -41,6 +40,10 @@ def serve(
     root = logging.getLogger()
     if root.level > logging.INFO:
         root.setLevel(logging.INFO)  # startup, readiness and shutdown lines are the point here
+    # Deferred: the gateway's chat route loads the agent machinery, seconds of imports that the
+    # other commands must not pay when the CLI starts.
+    from deerflow.gateway.server import check_bind, run_server
+
     with handle_errors(json_output=False):
         app_config = load_config(config)
         overrides = {"host": host, "port": port, "allow_remote": allow_remote or None}

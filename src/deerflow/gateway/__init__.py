@@ -1,5 +1,6 @@
-"""The HTTP gateway of DeerFlow (`deerflow serve`): the memory API, the web page, health checks."""
+"""The HTTP gateway of DeerFlow (`deerflow serve`): the memory API, the web page, health checks.
 
-from deerflow.gateway.app import create_app
-
-__all__ = ["create_app"]
+The app is built by `deerflow.gateway.app.create_app`. This package module imports nothing, so
+that `deerflow auth` (which only needs `deerflow.gateway.tokens`) does not load the chat route's
+agent machinery.
+"""
