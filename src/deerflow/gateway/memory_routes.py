@@ -6,8 +6,7 @@ by the backend (a bad name is a 400). Answers are the manager's return values as
 
 from __future__ import annotations
 
-import inspect
-from typing import Annotated, Any, Final
+from typing import Annotated, Any
 
 import anyio.to_thread
 from fastapi import APIRouter, Depends, Query, Request
@@ -17,9 +16,11 @@ from fastapi.responses import JSONResponse
 from deerflow.agents.custom_agents import list_agents
 from deerflow.agents.memory.extensions import AgentListing, MarkdownPortable
 from deerflow.agents.memory.manager import (
+    OPTIONAL_OPERATIONS,
     MemoryConflictError,
     MemoryManager,
     MemoryUnsupportedError,
+    provided_operations,
 )
 from deerflow.gateway.auth import CurrentUser
 from deerflow.gateway.lifecycle import gateway_state, ready_manager
@@ -39,7 +40,7 @@ from deerflow.gateway.schemas import (
 )
 from deerflow.redaction import redact
 
-__all__ = ["OPTIONAL_OPERATIONS", "router", "supported_operations"]
+__all__ = ["router", "supported_operations"]
 
 router = APIRouter(prefix="/api/memory", tags=["memory"])
 
@@ -64,29 +65,11 @@ ExpectedRevision = Annotated[
     ),
 ]
 
-OPTIONAL_OPERATIONS: Final = (
-    "search",
-    "get_memory",
-    "reload_memory",
-    "clear_memory",
-    "import_memory",
-    "export_memory",
-    "create_fact",
-    "update_fact",
-    "delete_fact",
-    "get_history",
-    "revert_change",
-)
-
 
 def supported_operations(manager: MemoryManager | None) -> dict[str, bool]:
     """Optional operation → whether `manager` provides it (overrides the contract's default)."""
-    cls = type(manager)
-    found = {
-        name: manager is not None
-        and inspect.getattr_static(cls, name) is not inspect.getattr_static(MemoryManager, name)
-        for name in OPTIONAL_OPERATIONS
-    }
+    provided = provided_operations(type(manager)) if manager is not None else frozenset()
+    found = {name: name in provided for name in OPTIONAL_OPERATIONS}
     portable = isinstance(manager, MarkdownPortable)
     return found | {"export_markdown": portable, "import_markdown": portable}
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import inspect
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping
-from typing import Any, ClassVar, Literal, ParamSpec, Self, TypeVar
+from typing import Any, ClassVar, Final, Literal, ParamSpec, Self, TypeVar
 
 from pydantic import BaseModel, ConfigDict, field_validator, model_validator
 
@@ -20,7 +20,13 @@ from deerflow.agents.memory.callbacks import MemoryCallbacks
 from deerflow.agents.memory.errors import MemoryUnsupportedError
 from deerflow.validation import parse_model
 
-__all__ = ["MemoryManager", "MemoryMode", "parse_backend_config"]
+__all__ = [
+    "OPTIONAL_OPERATIONS",
+    "MemoryManager",
+    "MemoryMode",
+    "parse_backend_config",
+    "provided_operations",
+]
 
 MemoryMode = Literal["middleware", "tool"]
 BackendConfigT = TypeVar("BackendConfigT", bound=BaseModel)
@@ -414,6 +420,27 @@ def overrides(cls: type[MemoryManager], method: str) -> bool:
     """Whether `cls` provides its own `method` instead of the contract's default."""
     # getattr_static: a plain getattr builds a new bound object per access for classmethods.
     return inspect.getattr_static(cls, method) is not inspect.getattr_static(MemoryManager, method)
+
+
+OPTIONAL_OPERATIONS: Final = (
+    "search",
+    "get_memory",
+    "reload_memory",
+    "clear_memory",
+    "import_memory",
+    "export_memory",
+    "create_fact",
+    "update_fact",
+    "delete_fact",
+    "get_history",
+    "revert_change",
+)
+"""The operations whose contract default raises `MemoryUnsupportedError`."""
+
+
+def provided_operations(cls: type[MemoryManager]) -> frozenset[str]:
+    """The optional operations `cls` implements (it overrides the contract's default)."""
+    return frozenset(op for op in OPTIONAL_OPERATIONS if overrides(cls, op))
 
 
 def check_contract(cls: type[MemoryManager], mode: str) -> None:

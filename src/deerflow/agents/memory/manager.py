@@ -3,7 +3,13 @@
 from deerflow.agents.memory.manager import MemoryManager, get_memory_manager
 """
 
-from deerflow.agents.memory.base import MemoryManager, MemoryMode, parse_backend_config
+from deerflow.agents.memory.base import (
+    OPTIONAL_OPERATIONS,
+    MemoryManager,
+    MemoryMode,
+    parse_backend_config,
+    provided_operations,
+)
 from deerflow.agents.memory.callbacks import MemoryCallbacks
 from deerflow.agents.memory.conversation import (
     ConversationMessage,
@@ -56,6 +62,7 @@ from deerflow.importing import import_object
 __all__ = [
     "DEFAULT_USER",
     "FACT_CATEGORIES",
+    "OPTIONAL_OPERATIONS",
     "ConversationMessage",
     "DuplicateFactError",
     "Fact",
@@ -87,6 +94,7 @@ __all__ = [
     "keep_hidden_message",
     "memory_read_failures_are_fatal",
     "parse_backend_config",
+    "provided_operations",
     "read_message",
     "reset_memory_manager",
     "resolve_manager_class",

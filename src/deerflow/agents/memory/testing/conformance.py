@@ -15,7 +15,12 @@ from typing import Any, Final, Literal
 
 import pytest
 
-from deerflow.agents.memory.base import MemoryManager, overrides
+from deerflow.agents.memory.base import (
+    OPTIONAL_OPERATIONS,
+    MemoryManager,
+    overrides,
+    provided_operations,
+)
 from deerflow.agents.memory.document import FACT_CATEGORIES, empty_document, utc_now
 from deerflow.agents.memory.errors import (
     DuplicateFactError,
@@ -36,20 +41,6 @@ __all__ = [
 CallStyle = Literal["sync", "async"]
 Scope = tuple[str, str | None]  # (user_id, agent_name)
 
-OPTIONAL_OPERATIONS: Final = (
-    "search",
-    "get_memory",
-    "reload_memory",
-    "clear_memory",
-    "import_memory",
-    "export_memory",
-    "create_fact",
-    "update_fact",
-    "delete_fact",
-    "get_history",
-    "revert_change",
-)
-"""The operations whose contract default raises `MemoryUnsupportedError`."""
 
 MESSAGES: Final = [
     {"role": "user", "content": "I always build Python projects with uv."},
@@ -186,7 +177,7 @@ class MemoryManagerConformanceTests(ABC):
     @property
     def supported_operations(self) -> frozenset[str]:
         """The optional operations the backend provides; defaults to those it overrides."""
-        provided = {op for op in OPTIONAL_OPERATIONS if overrides(self.manager_class, op)}
+        provided = provided_operations(self.manager_class)
         return frozenset((provided - {"search"}) | ({"search"} if self.supports_search else set()))
 
     # -- fixtures --------------------------------------------------------------------------------
