@@ -118,4 +118,4 @@ def test_an_index_built_with_unicode61_is_retokenized_on_open(tmp_path: Path) ->
     with sqlite3.connect(path) as conn:
         (sql,) = conn.execute("SELECT sql FROM sqlite_master WHERE name = 'facts_fts'").fetchone()
         assert f"tokenize='{TOKENIZER}'" in sql
-        assert conn.execute("SELECT version FROM migrations").fetchall() == [(1,)]
+        assert conn.execute("SELECT version FROM migrations").fetchall() == [(1,), (2,)]

@@ -1,4 +1,8 @@
-"""`DeerMemMemoryManager`: the default backend, over files and a SQLite FTS5 index (SPEC §5)."""
+"""`DeerMemMemoryManager`: the default backend, over files and a SQLite FTS5 index (SPEC §5).
+
+With `retrieval_embeddings` the index also holds fact vectors of the shipped local model, and
+search, relevance-aware injection and near-duplicate detection use them (SPEC §8).
+"""
 
 from __future__ import annotations
 
@@ -49,6 +53,7 @@ from deerflow.agents.memory.backends.deermem.deermem.core.storage import (
     load_storage,
 )
 from deerflow.agents.memory.backends.deermem.deermem.core.tokens import TokenCounter
+from deerflow.agents.memory.backends.deermem.deermem.embeddings import Embedder, EmbeddingError
 from deerflow.agents.memory.backends.deermem.deermem.governance import (
     CapacityPolicy,
     capacity_evictions,
@@ -94,6 +99,7 @@ class DeerMemMemoryManager(MemoryManager):
     _config: DeerMemConfig = PrivateAttr()
     _storage: MemoryStorage = PrivateAttr()
     _index: RetrievalIndex = PrivateAttr()
+    _embedder: Embedder | None = PrivateAttr(default=None)
     _tokens: TokenCounter = PrivateAttr()
     _views: RecordViews = PrivateAttr(default_factory=RecordViews)
     _writer: MemoryWriter = PrivateAttr()
@@ -120,7 +126,11 @@ class DeerMemMemoryManager(MemoryManager):
         super().__init__(**data)
         self._config = parse_config(self.backend_config)
         self._storage = load_storage(self._config)
-        self._index = _open_index(Path(self._config.storage_path) / ".retrieval" / "index.sqlite3")
+        # The model itself loads on first use (or in `warm()`): numpy and model2vec take seconds.
+        self._embedder = Embedder() if self._config.retrieval_embeddings else None
+        self._index = _open_index(
+            Path(self._config.storage_path) / ".retrieval" / "index.sqlite3", self._embedder
+        )
         self._tokens = TokenCounter()
         self._usage = FactUsage(Path(self._config.storage_path))
         self._writer = MemoryWriter(
@@ -130,6 +140,7 @@ class DeerMemMemoryManager(MemoryManager):
             document=self._views.document,
             callbacks=self.callbacks,
             hooks=hooks,
+            similarity=None if self._embedder is None else self._embedder.text_similarities,
         )
 
     @property
@@ -221,6 +232,7 @@ class DeerMemMemoryManager(MemoryManager):
             reverse=True,
         )
         if relevant:
+            similarities = self._query_similarities(snapshot, query or "")
             facts = rank_for_query(
                 facts,
                 query or "",
@@ -228,6 +240,10 @@ class DeerMemMemoryManager(MemoryManager):
                 confidence_of=lambda f: float(f["confidence"]),
                 relevance_weight=self._config.retrieval_relevance_weight,
                 diversity_weight=self._config.retrieval_diversity_weight,
+                similarity_of=(
+                    None if similarities is None else lambda f: similarities.get(f["id"], 0.0)
+                ),
+                semantic_weight=self._config.retrieval_semantic_weight,
             )
         text = format_context(
             snapshot.summaries,
@@ -267,7 +283,14 @@ class DeerMemMemoryManager(MemoryManager):
         revision, _ = self._storage.load_facts(user_id, agent_name, ())
         if self._index.indexed_revision(user_key) != revision:
             self._reindex_user(self._storage.load(user_id, agent_name))
-        hits = self._index.search(user_key, bucket, query, category=category, limit=top_k)
+        hits = self._index.search(
+            user_key,
+            bucket,
+            query,
+            category=category,
+            limit=top_k,
+            semantic_weight=self._config.retrieval_semantic_weight,
+        )
         _, records = self._storage.load_facts(user_id, agent_name, [h.fact_id for h in hits])
         # A hit missing from the files means the index ran ahead; it heals on the next commit.
         found = [hit for hit in hits if hit.fact_id in records]
@@ -553,8 +576,16 @@ class DeerMemMemoryManager(MemoryManager):
     # -- lifecycle -------------------------------------------------------------------------------
 
     def warm(self) -> bool:
-        """Load the tokenizer and start the write queue (conversations left by a crash run)."""
+        """Load the tokenizer (and the embedding model) and start the write queue.
+
+        Conversations left in the queue by a crash run now.
+
+        Raises:
+            EmbeddingError: `retrieval_embeddings` is on and the model cannot be loaded.
+        """
         self._writer.queue  # noqa: B018 - opening the queue starts its worker
+        if self._embedder is not None:
+            self._embedder.load()
         return self._tokens.load()
 
     def close(self) -> None:
@@ -601,13 +632,22 @@ class DeerMemMemoryManager(MemoryManager):
                 [_indexed(record) for record in result.upserted],
                 list(result.deleted),
             )
-        except sqlite3.Error:
+        except (sqlite3.Error, EmbeddingError):
             # The files are the truth and the commit has happened; the index catches up on the
-            # next search of this user.
+            # next search of this user (which raises if the embedding model is still broken).
             logger.warning(
                 "retrieval index update failed for %s; marked dirty", user_key, exc_info=True
             )
             self._index.mark_dirty(user_key)
+
+    def _query_similarities(self, snapshot: MemorySnapshot, query: str) -> dict[str, float] | None:
+        """Each fact's cosine similarity to `query` from the index; None without embeddings."""
+        if self._embedder is None:
+            return None
+        user_key = safe_user_id(snapshot.user_id)
+        if self._index.indexed_revision(user_key) != snapshot.revision:
+            self._reindex_user(snapshot)
+        return self._index.similarities(user_key, snapshot.bucket, query)
 
     def _reindex_user(self, snapshot: MemorySnapshot) -> None:
         user_key = safe_user_id(snapshot.user_id)
@@ -619,13 +659,13 @@ class DeerMemMemoryManager(MemoryManager):
                 yield _indexed(record)
 
 
-def _open_index(path: Path) -> RetrievalIndex:
+def _open_index(path: Path, model: Embedder | None) -> RetrievalIndex:
     """Open the index; an unreadable one is rebuilt, since the fact files are the truth."""
     try:
-        return RetrievalIndex(path)
+        return RetrievalIndex(path, model)
     except IndexCorruptionError:
         logger.warning("retrieval index %s is unreadable; recreating it from the files", path)
-        return RetrievalIndex.reset(path)
+        return RetrievalIndex.reset(path, model)
 
 
 def _agent(bucket: str) -> str | None:
@@ -641,6 +681,7 @@ def _indexed(record: Mapping[str, Any]) -> IndexedFact:
         category=record["category"],
         confidence=float(record["confidence"]),
         updated_at=str(record.get("updatedAt", "")),
+        event_time=record.get("event_time") if isinstance(record.get("event_time"), str) else None,
     )
 
 
