@@ -126,8 +126,13 @@ class DeerMemMemoryManager(MemoryManager):
         super().__init__(**data)
         self._config = parse_config(self.backend_config)
         self._storage = load_storage(self._config)
-        # The model itself loads on first use (or in `warm()`): numpy and model2vec take seconds.
-        self._embedder = Embedder() if self._config.retrieval_embeddings else None
+        self._embedder = None
+        if self._config.retrieval_embeddings:
+            # Loaded now, not on the first search: importing numpy and reading the model hold
+            # the GIL for a good part of a second, which would stall an event loop, and a
+            # broken install should fail at start-up.
+            self._embedder = Embedder()
+            self._embedder.load()
         self._index = _open_index(
             Path(self._config.storage_path) / ".retrieval" / "index.sqlite3", self._embedder
         )
@@ -576,16 +581,8 @@ class DeerMemMemoryManager(MemoryManager):
     # -- lifecycle -------------------------------------------------------------------------------
 
     def warm(self) -> bool:
-        """Load the tokenizer (and the embedding model) and start the write queue.
-
-        Conversations left in the queue by a crash run now.
-
-        Raises:
-            EmbeddingError: `retrieval_embeddings` is on and the model cannot be loaded.
-        """
+        """Load the tokenizer and start the write queue (conversations left by a crash run)."""
         self._writer.queue  # noqa: B018 - opening the queue starts its worker
-        if self._embedder is not None:
-            self._embedder.load()
         return self._tokens.load()
 
     def close(self) -> None:
