@@ -92,8 +92,7 @@ class Embedder:
         return [row.tobytes() for row in np.ascontiguousarray(matrix, dtype=np.float32)]
 
     def similarities(self, query: bytes, matrix: bytes) -> list[float]:
-        """The cosine similarity of `query` to each vector of `matrix` (vectors from `encode`,
-        concatenated)."""
+        """The cosine similarity of `query` to each vector of `matrix` (`encode`'s, joined)."""
         return [float(score) for score in self._scores(query, matrix)]
 
     def nearest(
@@ -109,7 +108,7 @@ class Embedder:
         rows = np.flatnonzero(weights != 0)
         if len(rows) > n:
             rows = rows[np.argpartition(-scores[rows], n - 1)[:n]]
-        # Highest first; equal scores keep row order, so results do not depend on numpy's sort.
+        # Highest first, equal scores in row order (argpartition alone has no stable order).
         ordered = sorted(rows.tolist(), key=lambda row: (-scores[row], row))
         return [(row, float(scores[row])) for row in ordered]
 
