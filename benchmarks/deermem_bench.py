@@ -49,7 +49,7 @@ import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import ProcessPoolExecutor
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, ClassVar
@@ -112,6 +112,7 @@ class Plan:
     grow_adds: int  # ... this many times, from 10 turns
     extraction_items: int  # queued items processed one by one with the scripted model
     extraction_prefill: int  # facts the extracting user holds before the first item
+    embeddings: bool = False  # `--embeddings`: every manager runs with retrieval_embeddings
 
 
 FULL = Plan(
@@ -216,11 +217,16 @@ def instrument(manager: DeerMemMemoryManager) -> Spent:
     return spent
 
 
-def open_manager(root: Path, max_facts: int = 500) -> DeerMemMemoryManager:
-    manager = DeerMemMemoryManager(
-        backend_config={"storage_path": str(root), "max_facts": max_facts}
-    )
-    manager.warm()  # a running server has its tokenizer loaded
+def manager_config(root: Path, plan: Plan, max_facts: int = 500) -> dict[str, Any]:
+    config: dict[str, Any] = {"storage_path": str(root), "max_facts": max_facts}
+    if plan.embeddings:
+        config["retrieval_embeddings"] = True
+    return config
+
+
+def open_manager(root: Path, plan: Plan, max_facts: int = 500) -> DeerMemMemoryManager:
+    manager = DeerMemMemoryManager(backend_config=manager_config(root, plan, max_facts))
+    manager.warm()  # a running server has its tokenizer (and embedding model) loaded
     return manager
 
 
@@ -357,7 +363,7 @@ def store_users(plan: Plan, others: int) -> list[tuple[str, int, int]]:
 
 def bench_create_fact(plan: Plan, root: Path, log: Log) -> tuple[DeerMemMemoryManager, dict]:
     """Fill one bucket to `max_facts` with create_fact, then keep creating into the full bucket."""
-    manager = open_manager(root, plan.max_facts)
+    manager = open_manager(root, plan, plan.max_facts)
     user = "writer"
     facts = user_facts(1, plan.max_facts + plan.full_calls)
     spent = instrument(manager)
@@ -537,7 +543,7 @@ def bench_single_search(
 
 def bench_context(plan: Plan, root: Path, log: Log) -> dict[str, Any]:
     """Warm get_context at each size: the cached path and an uncached render."""
-    manager = open_manager(root)
+    manager = open_manager(root, plan)
     result: dict[str, Any] = {}
     for size in plan.context_sizes:
         user = f"ctx{size}"
@@ -915,11 +921,12 @@ def bench_extraction(plan: Plan, root: Path, log: Log) -> dict[str, Any]:
 # -- stores of many users ------------------------------------------------------------------------
 
 
-def reindex_child(root: Path) -> dict[str, Any]:
+def reindex_child(root: Path, plan: Plan) -> dict[str, Any]:
     """Full reindex in a fresh process; stderr is passed through (a progress bar on a terminal)."""
     start = time.perf_counter()
+    flags = ["--embeddings"] if plan.embeddings else []
     child = subprocess.run(
-        [sys.executable, str(HERE / "reindex_child.py"), str(root)],
+        [sys.executable, str(HERE / "reindex_child.py"), str(root), *flags],
         stdout=subprocess.PIPE,
         text=True,
         check=True,
@@ -1005,9 +1012,7 @@ def bench_store(plan: Plan, root: Path, others: int, largest: bool, log: Log) ->
         if spread_users:
             # Without an index: each user's first search rebuilds its rows (lazy path).
             sample = rng.sample(spread_users, min(plan.first_touch_users, len(spread_users)))
-            lazy = DeerMemMemoryManager(
-                backend_config={"storage_path": str(root), "max_facts": 500}
-            )
+            lazy = DeerMemMemoryManager(backend_config=manager_config(root, plan))
             times = time_calls(
                 len(sample), lambda i: lazy.search("prefers code", user_id=sample[i])
             )
@@ -1016,7 +1021,7 @@ def bench_store(plan: Plan, root: Path, others: int, largest: bool, log: Log) ->
         runs = []
         for run in range(plan.reindex_runs):
             log(f"reindex {run + 1}/{plan.reindex_runs} of {result['facts']} facts, child process")
-            runs.append(reindex_child(root))
+            runs.append(reindex_child(root, plan))
             log(f"reindex: {runs[-1]['seconds']:.2f} s, peak RSS {runs[-1]['peak_rss_mb']:.0f} MB")
         result["reindex"] = {
             "facts": runs[0]["facts"],
@@ -1031,16 +1036,16 @@ def bench_store(plan: Plan, root: Path, others: int, largest: bool, log: Log) ->
                 "the store is still in the page cache varies from run to run."
             ),
         }
-        manager = open_manager(root)
+        manager = open_manager(root, plan)
     else:
-        manager = open_manager(root)
+        manager = open_manager(root, plan)
         start = time.perf_counter()
         manager.reindex()
         result["reindex_in_process_seconds"] = time.perf_counter() - start
         manager.close()
         # reindex leaves every bucket in the storage cache: start the searches without it, so
         # pass 1 loads each user on first touch in every store alike.
-        manager = open_manager(root)
+        manager = open_manager(root, plan)
     touched: set[str] = set()
     if spread_users:
         plan_queries = query_plan(spread_users, plan.spread_queries, seed=11)
@@ -1185,11 +1190,16 @@ def main(argv: list[str] | None = None) -> None:
         metavar="PART",
         help=f"run only this part; repeatable; one of: {', '.join(PARTS)}",
     )
+    parser.add_argument(
+        "--embeddings",
+        action="store_true",
+        help="run every manager with retrieval_embeddings (hybrid search; needs the extra)",
+    )
     args = parser.parse_args(argv)
     parts = frozenset(args.only or PARTS)
     if args.png and parts != set(PARTS):
         parser.error("--png draws every part: it cannot be combined with --only")
-    plan = QUICK if args.quick else FULL
+    plan = replace(QUICK if args.quick else FULL, embeddings=args.embeddings)
     log = Log()
     with workspace(args.workdir, args.keep) as workdir:
         log(f"{'quick' if plan.quick else 'full'} run of {', '.join(sorted(parts))} in {workdir}")

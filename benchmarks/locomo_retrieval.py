@@ -13,9 +13,24 @@ Protocol and metric are those of `shared/reference/locomo-retrieval-anchors.md`,
 * recall@k = |evidence ∩ top-k| / |evidence| per question, averaged per category and overall;
   all-evidence recall@k = share of questions whose evidence ids are all in the top k.
 
+Beyond the anchors, each document set is also indexed with its session's date as the facts'
+`event_time` ("+dates": DeerMem indexes it as words, `8 May 2023`, as it would for a fact
+extracted from that session), and each is searched by three methods:
+
+* `lexical`: the index without a model, DeerMem's default;
+* `hybrid`: with the shipped embedding model (`retrieval_embeddings: true`), fused with the
+  default `retrieval_semantic_weight` of 0.5;
+* `semantic`: the same index with semantic weight 1.0, the model's ranking alone.
+
+One more row, `hybrid+neighbours` on turns+dates, is NOT a DeerMem method: the benchmark
+re-ranks DeerMem's top 100 by turn order (a turn gains half the score of the turn before it and a
+quarter of the one after it, weights chosen on this same data), to show what neighbour-turn
+expansion adds when documents are raw dialogue turns.
+
 The dataset (CC BY-NC 4.0) is read at run time from `DEERFLOW_LOCOMO` or
 `<repo>/../shared/datasets/locomo10.json` and never copied; without it the benchmark exits 0 with a
-message. Usage: `uv run python -m benchmarks.locomo_retrieval [--json PATH] [--conversations N]`.
+message. Without the `embeddings` extra only the lexical rows run. Usage:
+`uv run python -m benchmarks.locomo_retrieval [--json PATH] [--conversations N]`.
 """
 
 from __future__ import annotations
@@ -28,18 +43,26 @@ import sqlite3
 import sys
 import tempfile
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Final
 
 from benchmarks.timing import summarize, time_calls
+from deerflow.agents.memory.backends.deermem.deermem.config import DeerMemConfig
 from deerflow.agents.memory.backends.deermem.deermem.core.fts_query import STOP_WORDS
 from deerflow.agents.memory.backends.deermem.deermem.core.index import (
+    CANDIDATES,
     TOKENIZER,
     IndexedFact,
     RetrievalIndex,
+    SearchHit,
+)
+from deerflow.agents.memory.backends.deermem.deermem.embeddings import (
+    MODEL_NAME,
+    Embedder,
+    missing_modules,
 )
 
 __all__ = ["RECORDED", "dataset_path", "evaluate", "load", "main", "parse_ids"]
@@ -56,10 +79,17 @@ CATEGORIES: Final = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single
 CONFIDENCE: Final = 1.0
 UPDATED_AT: Final = "2026-01-01T00:00:00+00:00"
 NOW: Final = datetime(2026, 1, 1, tzinfo=UTC)
+SEMANTIC_WEIGHT: Final = DeerMemConfig.model_fields["retrieval_semantic_weight"].default
+# Neighbour-turn expansion (evaluation-side, see the module docstring).
+NEIGHBOUR_POOL: Final = 100
+FROM_PREVIOUS: Final = 0.5
+FROM_NEXT: Final = 0.25
 
-_DIA_ID = re.compile(r"D\d+:\d+")
+_DIA_ID = re.compile(r"D(\d+):(\d+)")
 _SPLIT = re.compile(r"[;\s]+")
-_SESSION = re.compile(r"session_\d+")
+_SESSION = re.compile(r"session_(\d+)")
+_SESSION_DATE = re.compile(r"session_(\d+)_date_time")
+_OBSERVATION = re.compile(r"session_(\d+)_observation")
 
 # RECORDED in the anchors file (not measured by this script): R@1, R@5, R@10, R@20,
 # all-evidence R@10, per-category R@10 (1..4), query latency p50 / p99 in ms.
@@ -109,6 +139,7 @@ class Document:
     doc_id: str
     text: str
     dia_ids: tuple[str, ...]
+    session_date: str | None  # ISO-8601, the date of the session the document comes from
 
 
 @dataclass(frozen=True, slots=True)
@@ -119,18 +150,31 @@ class Corpus:
     skipped: dict[str, int]
 
 
+Ranker = Callable[[Question], list[str]]
+
+
 def dataset_path() -> Path:
     """`DEERFLOW_LOCOMO` if set, else `<repo>/../shared/datasets/locomo10.json`."""
     override = os.environ.get("DEERFLOW_LOCOMO")
     return Path(override) if override else DEFAULT_DATASET
 
 
-def _sessions(conversation: dict[str, Any]) -> Iterable[list[dict[str, Any]]]:
-    """Every session's turn list, in session order (date keys without a session are skipped)."""
-    keys = [key for key in conversation if _SESSION.fullmatch(key)]
-    for key in sorted(keys, key=lambda k: int(k.split("_")[1])):
-        if isinstance(conversation[key], list):
-            yield conversation[key]
+def _sessions(conversation: dict[str, Any]) -> Iterable[tuple[str, list[dict[str, Any]]]]:
+    """`(number, turns)` of every session, in order (date keys without a session are skipped)."""
+    numbers = [m.group(1) for key in conversation if (m := _SESSION.fullmatch(key))]
+    for number in sorted(numbers, key=int):
+        if isinstance(conversation[f"session_{number}"], list):
+            yield number, conversation[f"session_{number}"]
+
+
+def _session_dates(conversation: dict[str, Any]) -> dict[str, str]:
+    """Session number → ISO date and time ("1:56 pm on 8 May, 2023" → "2023-05-08T13:56:00")."""
+    dates = {}
+    for key, value in conversation.items():
+        if (match := _SESSION_DATE.fullmatch(key)) and isinstance(value, str):
+            moment = datetime.strptime(value.strip(), "%I:%M %p on %d %B, %Y")
+            dates[match.group(1)] = moment.isoformat()
+    return dates
 
 
 def parse_ids(raw: Iterable[object]) -> list[str]:
@@ -149,20 +193,24 @@ def load(path: Path, conversations: int | None = None) -> Corpus:
     skipped = {"category_5": 0, "no_valid_evidence": 0, "evidence_ids_dropped": 0}
     for sample in data:
         conv = str(sample["sample_id"])
+        dates = _session_dates(sample["conversation"])
         known: set[str] = set()
-        for session in _sessions(sample["conversation"]):
+        for number, session in _sessions(sample["conversation"]):
             for turn in session:
                 text = f"{turn['speaker']} {turn['text']} {turn.get('blip_caption', '')}"
-                turns.append(Document(conv, turn["dia_id"], text, (turn["dia_id"],)))
+                dia = (turn["dia_id"],)
+                turns.append(Document(conv, turn["dia_id"], text, dia, dates.get(number)))
                 known.add(turn["dia_id"])
-        for per_session in sample.get("observation", {}).values():
+        for key, per_session in sample.get("observation", {}).items():
+            match = _OBSERVATION.fullmatch(key)
+            date = dates.get(match.group(1)) if match else None
             for facts in per_session.values():
                 for fact, cited in facts:
                     # The evidence parser, as the anchors: of the five comma-joined strings
                     # ("D26:14, D26:34") only the last id survives (their ceiling, 0.806).
                     dia_ids = tuple(parse_ids(cited if isinstance(cited, list) else [cited]))
                     doc_id = f"obs{len(observations)}"
-                    observations.append(Document(conv, doc_id, str(fact), dia_ids))
+                    observations.append(Document(conv, doc_id, str(fact), dia_ids, date))
         for qa in sample["qa"]:
             category = int(qa["category"])
             if category not in CATEGORIES:
@@ -178,31 +226,87 @@ def load(path: Path, conversations: int | None = None) -> Corpus:
     return Corpus(turns, observations, questions, skipped)
 
 
-def build_index(path: Path, documents: Sequence[Document]) -> tuple[RetrievalIndex, float]:
-    """One scope per conversation, built by `RetrievalIndex.rebuild`; returns the build seconds."""
+def build_index(
+    path: Path, documents: Sequence[Document], *, dated: bool, model: Embedder | None
+) -> tuple[RetrievalIndex, float]:
+    """One scope per conversation, built by `RetrievalIndex.rebuild`; returns the build seconds.
+
+    `dated` gives each fact its session's date as `event_time`. The build time includes encoding
+    every document when there is a model (loaded beforehand).
+    """
     by_conv: dict[str, list[IndexedFact]] = {}
     for doc in documents:
         by_conv.setdefault(doc.conversation, []).append(
-            IndexedFact(AGENT, doc.doc_id, doc.text, "context", CONFIDENCE, UPDATED_AT)
+            IndexedFact(
+                AGENT,
+                doc.doc_id,
+                doc.text,
+                "context",
+                CONFIDENCE,
+                UPDATED_AT,
+                event_time=doc.session_date if dated else None,
+            )
         )
-    index = RetrievalIndex(path)
+    index = RetrievalIndex(path, model)
     start = time.perf_counter()
     index.rebuild((conv, 1, facts) for conv, facts in by_conv.items())
     return index, time.perf_counter() - start
 
 
-def evaluate(
-    index: RetrievalIndex, corpus: Corpus, documents: Sequence[Document]
-) -> dict[str, Any]:
+def searcher(index: RetrievalIndex, *, semantic_weight: float, limit: int = LIMIT) -> Ranker:
+    def rank(q: Question) -> list[str]:
+        hits = index.search(
+            q.conversation, AGENT, q.text, limit=limit, now=NOW, semantic_weight=semantic_weight
+        )
+        return [hit.fact_id for hit in hits]
+
+    return rank
+
+
+def with_neighbours(index: RetrievalIndex, documents: Sequence[Document]) -> Ranker:
+    """Evaluation-side neighbour-turn expansion of the hybrid ranking (module docstring)."""
+    known = {(d.conversation, d.doc_id) for d in documents}
+
+    def rank(q: Question) -> list[str]:
+        hits = index.search(
+            q.conversation,
+            AGENT,
+            q.text,
+            limit=NEIGHBOUR_POOL,
+            now=NOW,
+            semantic_weight=SEMANTIC_WEIGHT,
+        )
+        return _expand(q.conversation, hits, known)[:LIMIT]
+
+    return rank
+
+
+def _expand(conv: str, hits: Sequence[SearchHit], known: set[tuple[str, str]]) -> list[str]:
+    if not hits:
+        return []
+    best = hits[0].score or 1.0
+    scores = {hit.fact_id: hit.score / best for hit in hits}
+    expanded = dict(scores)
+    for dia_id, score in scores.items():
+        match = _DIA_ID.fullmatch(dia_id)
+        if match is None:
+            continue
+        session, turn = match.group(1), int(match.group(2))
+        for offset, share in ((1, FROM_PREVIOUS), (-1, FROM_NEXT)):
+            neighbour = f"D{session}:{turn + offset}"
+            if (conv, neighbour) in known:
+                expanded[neighbour] = expanded.get(neighbour, 0.0) + share * score
+    return sorted(expanded, key=lambda doc: (-expanded[doc], doc))
+
+
+def evaluate(rank: Ranker, corpus: Corpus, documents: Sequence[Document]) -> dict[str, Any]:
     """Recall@k per category and overall, all-evidence recall, and search latency."""
     dia_of = {(d.conversation, d.doc_id): d.dia_ids for d in documents}
     questions = corpus.questions
     results: list[list[str]] = [[] for _ in questions]
 
     def search(i: int) -> None:
-        q = questions[i]
-        hits = index.search(q.conversation, AGENT, q.text, limit=LIMIT, now=NOW)
-        results[i] = [hit.fact_id for hit in hits]
+        results[i] = rank(questions[i])
 
     for i in range(len(questions)):  # warm-up pass: page cache and statement cache
         search(i)
@@ -251,13 +355,39 @@ def _ceiling(corpus: Corpus, documents: Sequence[Document]) -> dict[str, float]:
 
 def run(path: Path, conversations: int | None, workdir: Path) -> dict[str, Any]:
     corpus = load(path, conversations)
-    runs: dict[str, Any] = {}
+    model = None if missing_modules() else Embedder()
+    model_load_s = None
+    if model is not None:
+        start = time.perf_counter()
+        model.load()
+        model_load_s = time.perf_counter() - start
+    runs: dict[str, dict[str, Any]] = {}
     for name, documents in (("turns", corpus.turns), ("observations", corpus.observations)):
-        index, build_s = build_index(workdir / f"{name}.sqlite", documents)
-        try:
-            runs[name] = evaluate(index, corpus, documents) | {"build_seconds": build_s}
-        finally:
-            index.close()
+        for dated in (False, True):
+            label = f"{name}+dates" if dated else name
+            methods = runs.setdefault(label, {})
+            index, build_s = build_index(
+                workdir / f"{label}.sqlite", documents, dated=dated, model=None
+            )
+            try:
+                rank = searcher(index, semantic_weight=0.0)
+                methods["lexical"] = evaluate(rank, corpus, documents) | {"build_seconds": build_s}
+            finally:
+                index.close()
+            if model is None:
+                continue
+            index, build_s = build_index(
+                workdir / f"{label}-hybrid.sqlite", documents, dated=dated, model=model
+            )
+            try:
+                for method, weight in (("hybrid", SEMANTIC_WEIGHT), ("semantic", 1.0)):
+                    rank = searcher(index, semantic_weight=weight)
+                    methods[method] = evaluate(rank, corpus, documents) | {"build_seconds": build_s}
+                if label == "turns+dates":
+                    rank = with_neighbours(index, documents)
+                    methods["hybrid+neighbours"] = evaluate(rank, corpus, documents)
+            finally:
+                index.close()
     return {
         "benchmark": "locomo_retrieval",
         "command": " ".join(["python", "-m", "benchmarks.locomo_retrieval", *sys.argv[1:]]),
@@ -273,9 +403,19 @@ def run(path: Path, conversations: int | None, workdir: Path) -> dict[str, Any]:
             "tokenizer": TOKENIZER,
             "stop_words": len(STOP_WORDS),
             "skipped": corpus.skipped,
+            "embedding_model": None if model is None else MODEL_NAME,
+            "embedding_model_load_seconds": model_load_s,
+            "semantic_weight": SEMANTIC_WEIGHT,
+            "candidates_per_ranking": CANDIDATES,
+            "neighbours": {
+                "pool": NEIGHBOUR_POOL,
+                "from_previous": FROM_PREVIOUS,
+                "from_next": FROM_NEXT,
+            },
         },
         "sqlite": sqlite3.sqlite_version,
         "python": sys.version.split()[0],
+        "load_average": os.getloadavg(),
         "runs": runs,
         "recorded_source": ANCHORS,
         "recorded": RECORDED,
@@ -291,28 +431,30 @@ def print_tables(results: dict[str, Any]) -> None:
     from rich.table import Table
 
     console = Console(width=max(Console().width, 150))
-    for name, measured in results["runs"].items():
+    for name, methods in results["runs"].items():
+        first = next(iter(methods.values()))
         table = Table(
             title=f"LoCoMo evidence recall, {name} as documents "
-            f"({measured['documents']} docs, {measured['questions']} questions)"
+            f"({first['documents']} docs, {first['questions']} questions)"
         )
         for column in ("method", "source", "R@1", "R@5", "R@10", "R@20", "all-ev@10"):
             table.add_column(column, justify="left" if column in ("method", "source") else "right")
         for cat in CATEGORIES:
             table.add_column(f"c{cat} R@10", justify="right")
         table.add_column("p50 / p99 ms", justify="right")
-        row = measured["all"]
-        lat = measured["latency_ms"]
-        table.add_row(
-            "DeerMem RetrievalIndex",
-            "measured",
-            *(_fmt(row[f"R@{k}"]) for k in KS),
-            _fmt(row["all@10"]),
-            *(_fmt(measured["by_category"].get(str(c), {}).get("R@10")) for c in CATEGORIES),
-            f"{lat['p50']:.3f} / {lat['p99']:.3f}",
-            style="bold",
-        )
-        for method, rec in results["recorded"][name].items():
+        for method, measured in methods.items():
+            row = measured["all"]
+            lat = measured["latency_ms"]
+            table.add_row(
+                f"DeerMem {method}",
+                "measured",
+                *(_fmt(row[f"R@{k}"]) for k in KS),
+                _fmt(row["all@10"]),
+                *(_fmt(measured["by_category"].get(str(c), {}).get("R@10")) for c in CATEGORIES),
+                f"{lat['p50']:.3f} / {lat['p99']:.3f}",
+                style="bold",
+            )
+        for method, rec in results["recorded"].get(name, {}).items():
             table.add_row(
                 method,
                 "recorded",
@@ -323,19 +465,6 @@ def print_tables(results: dict[str, Any]) -> None:
                 style="dim",
             )
         console.print(table)
-        cats = Table(title=f"DeerMem per category, {name} (measured)")
-        for column in ("category", "n", *(f"R@{k}" for k in KS), "all-ev@10", "ceiling"):
-            cats.add_column(column, justify="left" if column == "category" else "right")
-        for key, stats in [*measured["by_category"].items(), ("all", measured["all"])]:
-            label = f"{key} {CATEGORIES[int(key)]}" if key != "all" else "ALL"
-            cats.add_row(
-                label,
-                str(stats["n"]),
-                *(_fmt(stats[f"R@{k}"]) for k in KS),
-                _fmt(stats["all@10"]),
-                _fmt(measured["ceiling"][key]),
-            )
-        console.print(cats)
     console.print(f"[dim]'recorded' rows are quoted from {ANCHORS}, not measured here.[/dim]")
 
 
@@ -352,6 +481,12 @@ def main(argv: list[str] | None = None) -> None:
             file=sys.stderr,
         )
         return
+    if missing_modules():
+        print(
+            f"the `embeddings` extra is not installed ({', '.join(missing_modules())} missing): "
+            "measuring the lexical rows only",
+            file=sys.stderr,
+        )
     with tempfile.TemporaryDirectory(prefix="locomo-") as tmp:
         results = run(path, args.conversations, Path(tmp))
     print_tables(results)

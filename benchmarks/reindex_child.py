@@ -1,6 +1,6 @@
 """A full `reindex` in a fresh process, run by `deermem_bench`: wall time and peak RSS.
 
-    python benchmarks/reindex_child.py STORAGE_PATH
+    python benchmarks/reindex_child.py STORAGE_PATH [--embeddings]
 
 Prints one JSON line: facts indexed, seconds (split into reading + parsing the fact files, i.e.
 time inside `FileMemoryStorage.scan`, which `reindex` calls once per user, and the rest: listing
@@ -54,7 +54,10 @@ def timed(method: Callable[..., Any], total: dict[str, float]) -> Callable[..., 
 
 def main() -> None:
     after_imports = peak_rss_mb()
-    manager = DeerMemMemoryManager(backend_config={"storage_path": sys.argv[1], "max_facts": 500})
+    config = {"storage_path": sys.argv[1], "max_facts": 500}
+    if "--embeddings" in sys.argv[2:]:  # the index's vectors are rebuilt too
+        config["retrieval_embeddings"] = True
+    manager = DeerMemMemoryManager(backend_config=config)
     after_construct = peak_rss_mb()
     progress: Progress | None = None
     report: Callable[[int], None] | None = None

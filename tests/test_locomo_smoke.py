@@ -54,14 +54,21 @@ def test_first_conversation(tmp_path: Path) -> None:
     results = json.loads(out.read_text())
     assert results["dataset"]["conversations"] == 1
     assert results["recorded_source"].endswith("locomo-retrieval-anchors.md")
-    for name in ("turns", "observations"):
-        measured = results["runs"][name]
-        assert measured["documents"] > 0
-        assert measured["questions"] == measured["all"]["n"] > 0
-        assert set(measured["by_category"]) <= {"1", "2", "3", "4"}
-        for k in KS:
-            assert 0.0 <= measured["all"][f"all@{k}"] <= measured["all"][f"R@{k}"] <= 1.0
-        recalls = [measured["all"][f"R@{k}"] for k in KS]
-        assert recalls == sorted(recalls)
-        assert measured["latency_ms"]["n"] == measured["questions"]
-    assert results["runs"]["turns"]["ceiling"]["all"] == 1.0
+    runs = results["runs"]
+    assert set(runs) == {"turns", "turns+dates", "observations", "observations+dates"}
+    for documents, methods in runs.items():
+        expected = {"lexical", "hybrid", "semantic"}
+        if documents == "turns+dates":
+            expected.add("hybrid+neighbours")
+        assert set(methods) == expected
+        for measured in methods.values():
+            assert measured["documents"] > 0
+            assert measured["questions"] == measured["all"]["n"] > 0
+            assert set(measured["by_category"]) <= {"1", "2", "3", "4"}
+            for k in KS:
+                assert 0.0 <= measured["all"][f"all@{k}"] <= measured["all"][f"R@{k}"] <= 1.0
+            recalls = [measured["all"][f"R@{k}"] for k in KS]
+            assert recalls == sorted(recalls)
+            assert measured["latency_ms"]["n"] == measured["questions"]
+    assert runs["turns"]["lexical"]["ceiling"]["all"] == 1.0
+    assert results["protocol"]["embedding_model"] is not None

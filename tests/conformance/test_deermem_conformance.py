@@ -17,3 +17,15 @@ class TestDeerMemConformance(MemoryManagerConformanceTests):
         manager = DeerMemMemoryManager.from_config({"storage_path": str(tmp_path)})
         yield manager
         manager.close()
+
+
+class TestDeerMemHybridConformance(MemoryManagerConformanceTests):
+    """The same contract with hybrid retrieval on (the shipped embedding model)."""
+
+    @pytest.fixture
+    def manager(self, tmp_path: Path) -> Iterator[DeerMemMemoryManager]:
+        manager = DeerMemMemoryManager.from_config(
+            {"storage_path": str(tmp_path), "retrieval_embeddings": True}
+        )
+        yield manager
+        manager.close()

@@ -85,3 +85,54 @@ def test_a_cold_read_imports_only_what_reading_needs(tmp_path: Path) -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.splitlines() == [repr(expected), "[]"]
+
+
+def test_the_default_config_never_loads_numpy_or_model2vec(tmp_path: Path) -> None:
+    """Lexical retrieval is the zero-dependency default: relevance-aware injection included."""
+    code = (
+        "import sys\n"
+        "from deerflow.agents.memory.backends.deermem import DeerMemMemoryManager\n"
+        f"m = DeerMemMemoryManager.from_config({{'storage_path': {str(tmp_path)!r},"
+        " 'retrieval_relevance_enabled': True, 'fact_dedup_enabled': True})\n"
+        "m.create_fact('likes tea', user_id='u')\n"
+        "m.get_context('u', query='tea')\n"
+        "m.search('tea', user_id='u')\n"
+        "m.reindex()\n"
+        "print(sorted(n for n in sys.modules if n.split('.')[0] in ('numpy', 'model2vec')))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
+
+
+# Makes numpy and model2vec unimportable, as on an install without the `embeddings` extra.
+WITHOUT_EXTRA = (
+    "import sys\n"
+    "class Absent:\n"
+    "    def find_spec(self, name, path=None, target=None):\n"
+    "        if name.split('.')[0] in ('numpy', 'model2vec'):\n"
+    "            raise ModuleNotFoundError(name)\n"
+    "sys.meta_path.insert(0, Absent())\n"
+)
+
+
+def test_the_core_runs_without_the_extra_and_asking_for_embeddings_names_it(
+    tmp_path: Path,
+) -> None:
+    code = WITHOUT_EXTRA + (
+        "from deerflow.agents.memory.backends.deermem import DeerMemMemoryManager\n"
+        f"m = DeerMemMemoryManager.from_config({{'storage_path': {str(tmp_path)!r}}})\n"
+        "m.create_fact('likes tea', user_id='u')\n"
+        "print(len(m.search('tea', user_id='u')))\n"
+        "try:\n"
+        f"    DeerMemMemoryManager.from_config({{'storage_path': {str(tmp_path)!r},"
+        " 'retrieval_embeddings': True})\n"
+        "except ValueError as exc:\n"
+        "    print(exc)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    found, error = out.stdout.strip().split("\n", 1)
+    assert found == "1"
+    assert "memory.backend_config.retrieval_embeddings" in error
+    assert "`embeddings` extra" in error
+    assert "numpy, model2vec" in error
+    assert "pip install 'deerflow-memory[embeddings]'" in error

@@ -1,5 +1,5 @@
-"""English retrieval: stop words left out of plain queries, Porter stemming, and the upgrade of an
-index file built with the earlier `unicode61` tokenizer."""
+"""English retrieval: stop words left out of plain queries, Porter stemming, event times as
+words, and the upgrades of index files built before them."""
 
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ from deerflow.agents.memory.backends.deermem.deermem.core.fts_query import (
     FtsQuery,
     bigrams,
     build_query,
+    event_words,
 )
 from deerflow.agents.memory.backends.deermem.deermem.core.index import (
     TOKENIZER,
@@ -118,4 +119,53 @@ def test_an_index_built_with_unicode61_is_retokenized_on_open(tmp_path: Path) ->
     with sqlite3.connect(path) as conn:
         (sql,) = conn.execute("SELECT sql FROM sqlite_master WHERE name = 'facts_fts'").fetchone()
         assert f"tokenize='{TOKENIZER}'" in sql
-        assert conn.execute("SELECT version FROM migrations").fetchall() == [(1,)]
+        assert conn.execute("SELECT version FROM migrations").fetchall() == [(1,), (2,)]
+
+
+# -- event times --------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("event_time", "words"),
+    [
+        ("2023-05-08", "8 May 2023"),
+        ("2023-12-31T23:59:00+00:00", "31 December 2023"),
+        (" 2024-02-29 ", "29 February 2024"),
+        ("last spring", ""),
+        ("", ""),
+        (None, ""),
+    ],
+)
+def test_event_times_become_the_words_a_question_uses(event_time: str | None, words: str) -> None:
+    assert event_words(event_time) == words
+
+
+def test_a_fact_is_found_by_when_it_happened(index: RetrievalIndex) -> None:
+    dated = IndexedFact(
+        DEFAULT, "fact_00000001", "Went camping with the kids", "context", 0.8,
+        "2026-12-01T10:00:00Z", event_time="2023-06-17",
+    )  # fmt: skip
+    index.apply("u1", 1, [dated, fact(2, "Went camping alone"), fact(3, "Painted in June")], [])
+    assert ids(index, "What did she do in June 2023?")[0] == "fact_00000001"
+    assert ids(index, "camping June 2023")[0] == "fact_00000001"
+
+
+def test_an_index_from_before_event_times_rebuilds_each_user_once(tmp_path: Path) -> None:
+    path = tmp_path / "index.sqlite3"
+    first = RetrievalIndex(path)
+    first.apply("u1", 1, [fact(1, "tea")], [])
+    first.close()
+    with sqlite3.connect(path) as conn:  # back to schema version 1
+        conn.execute("DROP TABLE vectors")
+        conn.execute("DELETE FROM migrations WHERE version = 2")
+        conn.execute("DELETE FROM meta WHERE key = 'embedder'")
+    reopened = RetrievalIndex(path)
+    assert reopened.indexed_revision("u1") is None  # dirty: the next search rebuilds it
+    reopened.apply("u1", 2, [fact(2, "coffee")], [])
+    assert reopened.indexed_revision("u1") is None  # still dirty until rebuilt from the files
+    reopened.replace_user("u1", 2, [fact(1, "tea"), fact(2, "coffee")])
+    assert reopened.indexed_revision("u1") == 2
+    reopened.close()
+    again = RetrievalIndex(path)
+    assert again.indexed_revision("u1") == 2  # upgraded once, not on every open
+    again.close()

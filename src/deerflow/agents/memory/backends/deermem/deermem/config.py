@@ -6,6 +6,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from deerflow.agents.memory.backends.deermem.deermem.embeddings import EXTRA, missing_modules
 from deerflow.agents.memory.manager import FACT_CATEGORIES, parse_backend_config
 
 __all__ = ["DeerMemConfig", "parse_config"]
@@ -34,6 +35,7 @@ class DeerMemConfig(BaseModel):
     fact_confidence_threshold: float = Field(default=0.7, ge=0, le=1)
     fact_dedup_enabled: bool = False
     fact_dedup_similarity_threshold: float = Field(default=0.7, gt=0, le=1)
+    fact_dedup_semantic_threshold: float = Field(default=0.95, gt=0, le=1)
     staleness_review_enabled: bool = False
     staleness_age_days: int = Field(default=90, ge=1, le=3650)
     staleness_min_candidates: int = Field(default=3, ge=1, le=50)
@@ -52,6 +54,20 @@ class DeerMemConfig(BaseModel):
     retrieval_relevance_enabled: bool = False
     retrieval_relevance_weight: float = Field(default=0.5, ge=0, le=1)
     retrieval_diversity_weight: float = Field(default=0.0, ge=0, le=1)
+    retrieval_embeddings: bool = False
+    retrieval_semantic_weight: float = Field(default=0.5, ge=0, le=1)
+
+    @field_validator("retrieval_embeddings")
+    @classmethod
+    def _extra_installed(cls, value: bool) -> bool:
+        missing = missing_modules() if value else []
+        if missing:
+            raise ValueError(
+                f"needs the `{EXTRA}` extra, which is not installed here (missing: "
+                f"{', '.join(missing)}): pip install 'deerflow-memory[{EXTRA}]', "
+                "or set it to false for lexical retrieval only"
+            )
+        return value
 
     @field_validator("guaranteed_categories", "staleness_protected_categories")
     @classmethod

@@ -1,4 +1,8 @@
-"""`DeerMemMemoryManager`: the default backend, over files and a SQLite FTS5 index (SPEC §5)."""
+"""`DeerMemMemoryManager`: the default backend, over files and a SQLite FTS5 index (SPEC §5).
+
+With `retrieval_embeddings` the index also holds fact vectors of the shipped local model, and
+search, relevance-aware injection and near-duplicate detection use them (SPEC §8).
+"""
 
 from __future__ import annotations
 
@@ -48,6 +52,7 @@ from deerflow.agents.memory.backends.deermem.deermem.core.storage import (
 )
 from deerflow.agents.memory.backends.deermem.deermem.core.token_cache import TokenCache
 from deerflow.agents.memory.backends.deermem.deermem.core.tokens import TokenCounter
+from deerflow.agents.memory.backends.deermem.deermem.embeddings import Embedder, EmbeddingError
 from deerflow.agents.memory.backends.deermem.deermem.governance import (
     CapacityPolicy,
     capacity_evictions,
@@ -95,6 +100,7 @@ class DeerMemMemoryManager(MemoryManager):
     _config: DeerMemConfig = PrivateAttr()
     _storage: MemoryStorage = PrivateAttr()
     _index: RetrievalIndex = PrivateAttr()
+    _embedder: Embedder | None = PrivateAttr(default=None)
     _tokens: TokenCounter = PrivateAttr()
     _views: RecordViews = PrivateAttr(default_factory=RecordViews)
     _hooks: dict[str, Any] = PrivateAttr(default_factory=dict)
@@ -126,7 +132,16 @@ class DeerMemMemoryManager(MemoryManager):
         super().__init__(**data)
         self._config = parse_config(self.backend_config)
         self._storage = load_storage(self._config)
-        self._index = _open_index(Path(self._config.storage_path) / ".retrieval" / "index.sqlite3")
+        self._embedder = None
+        if self._config.retrieval_embeddings:
+            # Loaded now, not on the first search: importing numpy and reading the model hold
+            # the GIL for a good part of a second, which would stall an event loop, and a
+            # broken install should fail at start-up.
+            self._embedder = Embedder()
+            self._embedder.load()
+        self._index = _open_index(
+            Path(self._config.storage_path) / ".retrieval" / "index.sqlite3", self._embedder
+        )
         self._tokens = TokenCounter(
             cache=TokenCache(Path(self._config.storage_path) / ".retrieval" / "tokens.sqlite3")
         )
@@ -147,6 +162,7 @@ class DeerMemMemoryManager(MemoryManager):
                     document=self._views.document,
                     callbacks=self.callbacks,
                     hooks=self._hooks,
+                    similarity=None if self._embedder is None else self._embedder.text_similarities,
                 )
             return self._built_writer
 
@@ -239,6 +255,7 @@ class DeerMemMemoryManager(MemoryManager):
             reverse=True,
         )
         if relevant:
+            similarities = self._query_similarities(snapshot, query or "")
             facts = rank_for_query(
                 facts,
                 query or "",
@@ -246,6 +263,10 @@ class DeerMemMemoryManager(MemoryManager):
                 confidence_of=lambda f: float(f["confidence"]),
                 relevance_weight=self._config.retrieval_relevance_weight,
                 diversity_weight=self._config.retrieval_diversity_weight,
+                similarity_of=(
+                    None if similarities is None else lambda f: similarities.get(f["id"], 0.0)
+                ),
+                semantic_weight=self._config.retrieval_semantic_weight,
             )
         text = format_context(
             snapshot.summaries,
@@ -286,7 +307,14 @@ class DeerMemMemoryManager(MemoryManager):
         revision, _ = self._storage.load_facts(user_id, agent_name, ())
         if self._index.indexed_revision(user_key) != revision:
             self._reindex_user(self._storage.load(user_id, agent_name))
-        hits = self._index.search(user_key, bucket, query, category=category, limit=top_k)
+        hits = self._index.search(
+            user_key,
+            bucket,
+            query,
+            category=category,
+            limit=top_k,
+            semantic_weight=self._config.retrieval_semantic_weight,
+        )
         _, records = self._storage.load_facts(user_id, agent_name, [h.fact_id for h in hits])
         # A hit missing from the files means the index ran ahead; it heals on the next commit.
         found = [hit for hit in hits if hit.fact_id in records]
@@ -661,13 +689,22 @@ class DeerMemMemoryManager(MemoryManager):
                 [_indexed(record) for record in result.upserted],
                 list(result.deleted),
             )
-        except sqlite3.Error:
+        except (sqlite3.Error, EmbeddingError):
             # The files are the truth and the commit has happened; the index catches up on the
-            # next search of this user.
+            # next search of this user (which raises if the embedding model is still broken).
             logger.warning(
                 "retrieval index update failed for %s; marked dirty", user_key, exc_info=True
             )
             self._index.mark_dirty(user_key)
+
+    def _query_similarities(self, snapshot: MemorySnapshot, query: str) -> dict[str, float] | None:
+        """Each fact's cosine similarity to `query` from the index; None without embeddings."""
+        if self._embedder is None:
+            return None
+        user_key = safe_user_id(snapshot.user_id)
+        if self._index.indexed_revision(user_key) != snapshot.revision:
+            self._reindex_user(snapshot)
+        return self._index.similarities(user_key, snapshot.bucket, query)
 
     def _reindex_user(self, snapshot: MemorySnapshot) -> None:
         user_key = safe_user_id(snapshot.user_id)
@@ -679,13 +716,13 @@ class DeerMemMemoryManager(MemoryManager):
                 yield _indexed(record)
 
 
-def _open_index(path: Path) -> RetrievalIndex:
+def _open_index(path: Path, model: Embedder | None) -> RetrievalIndex:
     """Open the index; an unreadable one is rebuilt, since the fact files are the truth."""
     try:
-        return RetrievalIndex(path)
+        return RetrievalIndex(path, model)
     except IndexCorruptionError:
         logger.warning("retrieval index %s is unreadable; recreating it from the files", path)
-        return RetrievalIndex.reset(path)
+        return RetrievalIndex.reset(path, model)
 
 
 def _agent(bucket: str) -> str | None:
@@ -701,4 +738,5 @@ def _indexed(record: Mapping[str, Any]) -> IndexedFact:
         category=record["category"],
         confidence=float(record["confidence"]),
         updated_at=str(record.get("updatedAt", "")),
+        event_time=record.get("event_time") if isinstance(record.get("event_time"), str) else None,
     )

@@ -6,6 +6,10 @@ the facts being ranked, so words every fact shares ("user") count little. A fact
 its score is `relevance_weight * relevance + (1 - relevance_weight) * confidence`. With a
 `diversity_weight` λ > 0 the order is greedy MMR: each next fact maximises
 `score - λ * max Jaccard(tokens, tokens of the facts already picked)`. Ties keep input order.
+
+Hybrid (SPEC §8): given each fact's cosine similarity to the query, relevance becomes
+`(1 - w) * lexical + w * semantic`, `w` = `semantic_weight`, the similarities scaled to 0..1 over
+the facts ranked (`fusion.min_max`), as a hybrid search fuses its two rankings.
 """
 
 from __future__ import annotations
@@ -15,6 +19,7 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 from typing import TypeVar
 
+from deerflow.agents.memory.backends.deermem.deermem.fusion import min_max
 from deerflow.agents.memory.backends.deermem.deermem.governance import jaccard, tokenize
 
 __all__ = ["rank_for_query", "tokenize"]
@@ -35,6 +40,8 @@ def rank_for_query(
     confidence_of: Callable[[T], float],
     relevance_weight: float = 0.5,
     diversity_weight: float = 0.0,
+    similarity_of: Callable[[T], float] | None = None,
+    semantic_weight: float = 0.5,
 ) -> list[T]:
     """Order `facts` by relevance to `query` blended with confidence, optionally diversified.
 
@@ -45,6 +52,9 @@ def rank_for_query(
         confidence_of: a fact's confidence; clamped to 0..1, NaN counts 0.
         relevance_weight: 0 ranks by confidence only, 1 by relevance only.
         diversity_weight: the MMR penalty λ for similarity to facts already picked; 0 = none.
+        similarity_of: a fact's cosine similarity to `query`, for hybrid relevance; None keeps
+            relevance lexical.
+        semantic_weight: the semantic part of hybrid relevance.
 
     Raises:
         ValueError: a weight outside 0..1.
@@ -52,6 +62,7 @@ def rank_for_query(
     for name, weight in (
         ("relevance_weight", relevance_weight),
         ("diversity_weight", diversity_weight),
+        ("semantic_weight", semantic_weight),
     ):
         if not 0.0 <= weight <= 1.0:
             raise ValueError(f"{name}: must be between 0 and 1, got {weight!r}")
@@ -66,10 +77,16 @@ def rank_for_query(
     def relevance(tokens: frozenset[str]) -> float:
         return math.sqrt(sum(w for t, w in idf2.items() if t in tokens) / total) if total else 0.0
 
+    relevances = [relevance(tokens) for tokens in token_sets]
+    if similarity_of is not None:
+        semantic = min_max([similarity_of(fact) for fact in facts])
+        relevances = [
+            (1 - semantic_weight) * lexical + semantic_weight * meaning
+            for lexical, meaning in zip(relevances, semantic, strict=True)
+        ]
     scores = [
-        relevance_weight * relevance(tokens)
-        + (1 - relevance_weight) * _confidence(confidence_of(f))
-        for f, tokens in zip(facts, token_sets, strict=True)
+        relevance_weight * rel + (1 - relevance_weight) * _confidence(confidence_of(f))
+        for f, rel in zip(facts, relevances, strict=True)
     ]
     order = sorted(range(len(facts)), key=lambda i: -scores[i])
     if diversity_weight > 0:

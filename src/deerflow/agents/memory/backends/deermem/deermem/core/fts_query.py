@@ -15,16 +15,19 @@ import importlib
 import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Final
 
 __all__ = [
     "MAX_TERMS",
+    "PRIOR_SQL",
     "STOP_WORDS",
     "Cut",
     "FtsQuery",
     "bigrams",
     "build_query",
     "count_tokens",
+    "event_words",
     "jieba_cut",
     "quote",
     "search_sql",
@@ -55,6 +58,13 @@ K1: Final = 1.2
 B: Final = 0.75
 HALF_LIFE_DAYS: Final = 90.0
 
+PRIOR_SQL: Final = (
+    "(0.7 + 0.3 * f.confidence)\n"
+    f"  * (0.7 + 0.3 * pow(0.5, max(0, :now - f.updated_ts) / 86400.0 / {HALF_LIFE_DAYS}))"
+)
+"""Confidence and recency of fact row `f` at `:now`, each scaling a text score by 0.7..1."""
+
+
 # Han, kana and Hangul: the scripts written without spaces between words.
 _CJK_RUN = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uac00-\ud7af]+")
 # unicode61 keeps letters and digits and splits on everything else, the underscore included.
@@ -67,6 +77,11 @@ _PIECE = re.compile(r'"(?:[^"]|"")*"\*?|[^\s(),"]+')
 # The distance in NEAR(a b, 5) is not a term.
 _NEAR_DISTANCE = re.compile(r",\s*\d+\s*\)")
 _OPERATORS: Final = frozenset({"AND", "OR", "NOT", "NEAR"})
+# English month names, fixed: `%B` would follow the process locale.
+_MONTHS: Final = (
+    "January", "February", "March", "April", "May", "June",
+    "July", "August", "September", "October", "November", "December",
+)  # fmt: skip
 
 
 def bigrams(run: str) -> list[str]:
@@ -92,6 +107,21 @@ def jieba_cut() -> Cut | None:
 def segment(text: str, cut: Cut) -> str:
     """Rewrite every CJK run of `text` as space-separated words; other text is unchanged."""
     return _CJK_RUN.sub(lambda match: " " + " ".join(cut(match.group())) + " ", text)
+
+
+def event_words(event_time: str | None) -> str:
+    """When a fact happened, as the words a question would use: `2023-05-08` → `8 May 2023`.
+
+    Indexed with the fact, so "what did I do in May 2023?" matches what happened then. Empty
+    when there is no event time or it is not an ISO-8601 date (a derived index refuses nothing).
+    """
+    if not event_time:
+        return ""
+    try:
+        moment = datetime.fromisoformat(event_time.strip())
+    except ValueError:
+        return ""
+    return f"{moment.day} {_MONTHS[moment.month - 1]} {moment.year}"
 
 
 def count_tokens(segmented: str) -> int:
@@ -207,8 +237,7 @@ def search_sql(n_terms: int, *, category: bool) -> str:
 SELECT f.fact_id,
   coalesce(rel.w, 0)
   * {K1 + 1} / (1 + {K1} * (1 - {B} + {B} * f.ntokens / stats.avgdl))
-  * (0.7 + 0.3 * f.confidence)
-  * (0.7 + 0.3 * pow(0.5, max(0, :now - f.updated_ts) / 86400.0 / {HALF_LIFE_DAYS})) AS score
+  * {PRIOR_SQL} AS score
 FROM cand
 JOIN facts AS f ON f.id = cand.rid
 LEFT JOIN rel ON rel.rid = cand.rid

@@ -20,6 +20,14 @@ from one scoped MATCH per query term (`fts_query.search_sql`)::
 with k1 = 1.2, b = 0.75 and term frequency taken as 1 (a fact is a sentence or two). Confidence
 and recency each scale the text score by 0.7..1: they order facts that match equally well, but a
 text match about twice as strong always wins. Nor does a user's ranking depend on others' data.
+A fact's event time is indexed with its text as words (`8 May 2023`, `fts_query.event_words`).
+
+Hybrid retrieval (SPEC §8). Given a `VectorModel`, the index also keeps each fact's vector
+(`vectors.py`), and a search fuses the lexical ranking with the semantic one (cosine similarity
+to the query, times the same confidence and recency factors), `fusion.fuse`, over the best
+`CANDIDATES` of each. Reading a scope's vectors costs more than scoring them (about 1.5 ms for
+600 facts against 0.1 ms), so the vectors of the last 64 scopes searched stay in memory, valid
+while their user's indexed revision is unchanged.
 
 Concurrency. One connection per object behind a lock; WAL lets other processes read while one
 writes; writes are `BEGIN IMMEDIATE` transactions, so writers queue on the busy timeout.
@@ -27,8 +35,10 @@ writes; writes are `BEGIN IMMEDIATE` transactions, so writers queue on the busy 
 
 from __future__ import annotations
 
+import itertools
 import sqlite3
 import threading
+from collections import OrderedDict
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -42,6 +52,7 @@ from deerflow.agents.memory.backends.deermem.deermem.core.fts_query import (
     bigrams,
     build_query,
     count_tokens,
+    event_words,
     jieba_cut,
     search_sql,
     segment,
@@ -50,6 +61,16 @@ from deerflow.agents.memory.backends.deermem.deermem.core.sqlite import (
     apply_migrations,
     immediate_transaction,
 )
+from deerflow.agents.memory.backends.deermem.deermem.core.vectors import (
+    VECTORS_TABLE,
+    ScopeVectors,
+    VectorModel,
+    delete_vector,
+    load_scope,
+    store_vector,
+    sync_model,
+)
+from deerflow.agents.memory.backends.deermem.deermem.fusion import fuse
 from deerflow.agents.memory.manager import MemoryCorruptionError
 
 __all__ = ["TOKENIZER", "IndexCorruptionError", "IndexedFact", "RetrievalIndex", "SearchHit"]
@@ -57,6 +78,11 @@ __all__ = ["TOKENIZER", "IndexCorruptionError", "IndexedFact", "RetrievalIndex",
 _SCOPE_BITS: Final = 32
 _BUSY_TIMEOUT_S: Final = 30.0
 _PROGRESS_EVERY: Final = 1000
+_ENCODE_BATCH: Final = 256
+
+CANDIDATES: Final = 50
+"""How many of each ranking a hybrid search fuses (more when the search asks for more)."""
+_VECTOR_CACHE_SCOPES: Final = 64
 
 TOKENIZER: Final = "porter unicode61 remove_diacritics 2"
 """The FTS5 tokenizer: English words are Porter-stemmed (`stories` finds `story`); other scripts,
@@ -83,6 +109,11 @@ MIGRATIONS: Final[tuple[tuple[str, ...], ...]] = (
         # Which CJK segmenter built the index; queries must use the same one.
         "CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL) WITHOUT ROWID",
     ),
+    (
+        VECTORS_TABLE,
+        # Rows now carry their fact's event time as words: rebuild each user before a search.
+        "UPDATE users SET revision = NULL",
+    ),
 )
 """Schema versions; `MIGRATIONS[i]` takes the database from version i to i + 1."""
 
@@ -103,6 +134,7 @@ class IndexedFact:
     category: str
     confidence: float
     updated_at: str
+    event_time: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -114,15 +146,24 @@ class SearchHit:
 
 
 class RetrievalIndex:
-    """The FTS5 index of all scopes in one SQLite file."""
+    """The FTS5 index of all scopes in one SQLite file, with fact vectors when given a model."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, model: VectorModel | None = None) -> None:
         """Open or create the index at `path`, bringing its schema up to date.
+
+        Args:
+            path: the index file.
+            model: the embedding model for hybrid retrieval; None keeps the index lexical.
+                Every process sharing the file must use the same: opening it with another
+                model (or none) drops the stored vectors (see `vectors.py`).
 
         Raises:
             IndexCorruptionError: `path` exists but is not a readable SQLite database.
         """
         self.path = path
+        self._model = model
+        # (user_key, agent) -> (the user's indexed revision, the scope's vectors); LRU order.
+        self._vector_cache: OrderedDict[tuple[str, str], tuple[int, ScopeVectors]] = OrderedDict()
         path.parent.mkdir(parents=True, exist_ok=True)
         self._lock = threading.Lock()
         self._conn = sqlite3.connect(
@@ -137,19 +178,20 @@ class RetrievalIndex:
                 apply_migrations(conn, MIGRATIONS)
                 _retokenize(conn)
                 self._cut = self._choose_segmenter(conn)
+                sync_model(conn, None if model is None else model.name)
         except BaseException:
             self._conn.close()
             raise
 
     @classmethod
-    def reset(cls, path: Path) -> RetrievalIndex:
+    def reset(cls, path: Path, model: VectorModel | None = None) -> RetrievalIndex:
         """Delete the index at `path` (and its WAL files), then create an empty one.
 
         Dropping derived data is the caller's decision, e.g. after `IndexCorruptionError`.
         """
         for suffix in ("", "-wal", "-shm"):
             Path(f"{path}{suffix}").unlink(missing_ok=True)
-        return cls(path)
+        return cls(path, model)
 
     def close(self) -> None:
         """Close the connection; the object cannot be used afterwards."""
@@ -187,7 +229,11 @@ class RetrievalIndex:
             revision: the user's revision after the change.
             upserts: facts created or changed.
             deletes: `(agent, fact_id)` of facts removed; unknown ones are ignored.
+
+        Raises:
+            EmbeddingError: the model failed; nothing was written.
         """
+        vectors = self._encode(upserts)
         with self._write() as conn:
             row = conn.execute(
                 "SELECT revision FROM users WHERE user_key = ?", (user_key,)
@@ -204,24 +250,34 @@ class RetrievalIndex:
                 if row is not None:
                     _unindex(conn, *row)
                     conn.execute("DELETE FROM facts WHERE id = ?", (row[0],))
+                    delete_vector(conn, row[0])
             scopes: dict[str, int] = {}
-            for fact in upserts:
-                _upsert(conn, self._cut, user_key, fact, scopes)
+            for fact, vector in zip(upserts, vectors, strict=True):
+                _upsert(conn, self._cut, user_key, fact, scopes, vector)
 
     def replace_user(self, user_key: str, revision: int, facts: Iterable[IndexedFact]) -> None:
-        """Replace every row of the user (all agents) with `facts`, at `revision`."""
+        """Replace every row of the user (all agents) with `facts`, at `revision`.
+
+        Raises:
+            EmbeddingError: the model failed; nothing was written.
+        """
+        facts = list(facts)
+        vectors = self._encode(facts)
         rows = "FROM facts WHERE scope_id IN (SELECT scope_id FROM scopes WHERE user_key = ?)"
         with self._write() as conn:
             conn.execute(
                 f"INSERT INTO facts_fts(facts_fts, rowid, body) SELECT 'delete', id, body {rows}",
                 (user_key,),
             )
+            conn.execute(f"DELETE FROM vectors WHERE id IN (SELECT id {rows})", (user_key,))
+            for key in [key for key in self._vector_cache if key[0] == user_key]:
+                del self._vector_cache[key]
             conn.execute(f"DELETE {rows}", (user_key,))
             conn.execute("DELETE FROM scopes WHERE user_key = ?", (user_key,))
             _set_revision(conn, user_key, revision)
             scopes: dict[str, int] = {}
-            for fact in facts:
-                _upsert(conn, self._cut, user_key, fact, scopes)
+            for fact, vector in zip(facts, vectors, strict=True):
+                _upsert(conn, self._cut, user_key, fact, scopes, vector)
 
     def rebuild(
         self,
@@ -240,20 +296,27 @@ class RetrievalIndex:
 
         Returns:
             The number of facts indexed.
+
+        Raises:
+            EmbeddingError: the model failed; the index is left as it was.
         """
         done = 0
         with self._write() as conn:
-            for table in ("users", "scopes", "facts"):
+            for table in ("users", "scopes", "facts", "vectors"):
                 conn.execute(f"DELETE FROM {table}")
+            self._vector_cache.clear()
             conn.execute("INSERT INTO facts_fts(facts_fts) VALUES ('delete-all')")
             for user_key, revision, facts in users:
                 _set_revision(conn, user_key, revision)
                 scopes: dict[str, int] = {}
-                for fact in facts:
-                    _upsert(conn, self._cut, user_key, fact, scopes)
-                    done += 1
-                    if progress is not None and done % _PROGRESS_EVERY == 0:
-                        progress(done)
+                # With a model, facts are read ahead a batch at a time to encode them together.
+                size = 1 if self._model is None else _ENCODE_BATCH
+                for batch in _batches(facts, size):
+                    for fact, vector in zip(batch, self._encode(batch), strict=True):
+                        _upsert(conn, self._cut, user_key, fact, scopes, vector)
+                        done += 1
+                        if progress is not None and done % _PROGRESS_EVERY == 0:
+                            progress(done)
             # One segment per term makes every later search a single seek per posting list.
             conn.execute("INSERT INTO facts_fts(facts_fts) VALUES ('optimize')")
         with self._guard():
@@ -273,12 +336,15 @@ class RetrievalIndex:
         category: str | None = None,
         limit: int = 5,
         now: datetime | None = None,
+        semantic_weight: float = 0.5,
     ) -> list[SearchHit]:
         """The facts of one scope that best match `query`, best first.
 
         Plain text is matched word by word (OR), without English stop words unless it has
         nothing else; deliberate FTS5 syntax passes through, and if FTS5 rejects it the text is
-        searched again as plain words.
+        searched again as plain words. With a model, the lexical ranking is fused with the
+        semantic one (see the module docstring), so a fact can be found by meaning alone, and
+        the score is the fused one (0..1).
 
         Args:
             user_key: the user's key.
@@ -287,13 +353,20 @@ class RetrievalIndex:
             category: only facts of this category (filtered before the top `limit`).
             limit: the most hits to return.
             now: the moment recency is measured from (default: the current time).
+            semantic_weight: the semantic ranking's weight in the fusion, 0..1.
 
         Raises:
             ValueError: `limit` is below 1.
+            EmbeddingError: the model failed to encode the query.
         """
         if limit < 1:
             raise ValueError(f"limit: must be at least 1, got {limit}")
         moment = _timestamp(now or datetime.now(UTC))
+        model = self._model
+        # Encoded before taking the lock: the model is not the connection's business.
+        query_vector = model.encode([query])[0] if model is not None and query.strip() else None
+        if query_vector is not None and not any(query_vector):
+            query_vector = None  # no token the model knows (e.g. Chinese): lexical only
         with self._guard():
             row = self._conn.execute(
                 "SELECT scope_id FROM scopes WHERE user_key = ? AND agent = ?", (user_key, agent)
@@ -301,21 +374,81 @@ class RetrievalIndex:
             if row is None:
                 return []
             lo, hi = _scope_range(row[0])
-            built = build_query(query, self._cut, stop_words=STOP_WORDS)
-            while built is not None:
-                params: dict[str, object] = {"lo": lo, "hi": hi, "match": built.match}
-                params |= {f"t{i}": term for i, term in enumerate(built.terms)}
-                params |= {"now": moment, "limit": limit, "category": category}
-                sql = search_sql(len(built.terms), category=category is not None)
-                try:
-                    rows = self._conn.execute(sql, params).fetchall()
-                except sqlite3.OperationalError:
-                    if not built.syntax:
-                        raise
-                    built = build_query(query, self._cut, plain=True, stop_words=STOP_WORDS)
-                    continue
-                return [SearchHit(fact_id, score) for fact_id, score in rows]
+            depth = limit if query_vector is None else max(limit, CANDIDATES)
+            lexical = self._lexical(query, lo, hi, category=category, limit=depth, now=moment)
+            if model is None or query_vector is None:
+                return [SearchHit(fact_id, score) for fact_id, score in lexical]
+            scope = self._scope_vectors(user_key, agent, row[0])
+        nearest = model.nearest(query_vector, scope.matrix, scope.priors(moment, category), depth)
+        semantic = [(scope.fact_ids[row], score) for row, score in nearest]
+        fused = fuse(lexical, semantic, semantic_weight=semantic_weight)
+        return [SearchHit(fact_id, score) for fact_id, score in fused[:limit]]
+
+    def similarities(self, user_key: str, agent: str, query: str) -> dict[str, float]:
+        """The cosine similarity of `query` to every fact of the scope that has a vector.
+
+        Empty without a model, for blank text, or for an unknown scope.
+
+        Raises:
+            EmbeddingError: the model failed to encode the query.
+        """
+        if self._model is None or not query.strip():
+            return {}
+        query_vector = self._model.encode([query])[0]
+        with self._guard():
+            row = self._conn.execute(
+                "SELECT scope_id FROM scopes WHERE user_key = ? AND agent = ?", (user_key, agent)
+            ).fetchone()
+            if row is None:
+                return {}
+            scope = self._scope_vectors(user_key, agent, row[0])
+        values = self._model.similarities(query_vector, scope.matrix)
+        return dict(zip(scope.fact_ids, values, strict=True))
+
+    def _scope_vectors(self, user_key: str, agent: str, scope_id: int) -> ScopeVectors:
+        """The scope's vectors, from memory while the user's revision is unchanged (lock held)."""
+        row = self._conn.execute(
+            "SELECT revision FROM users WHERE user_key = ?", (user_key,)
+        ).fetchone()
+        revision = None if row is None else row[0]
+        key = (user_key, agent)
+        cached = self._vector_cache.get(key)
+        if cached is not None and revision is not None and cached[0] == revision:
+            self._vector_cache.move_to_end(key)
+            return cached[1]
+        scope = load_scope(self._conn, *_scope_range(scope_id))
+        if revision is not None:  # a dirty user's rows are about to be rebuilt
+            self._vector_cache[key] = (revision, scope)
+            self._vector_cache.move_to_end(key)
+            while len(self._vector_cache) > _VECTOR_CACHE_SCOPES:
+                self._vector_cache.popitem(last=False)
+        return scope
+
+    def _lexical(
+        self, query: str, lo: int, hi: int, *, category: str | None, limit: int, now: float
+    ) -> list[tuple[str, float]]:
+        """The BM25 ranking of the scope `lo..hi` (the caller holds the lock)."""
+        built = build_query(query, self._cut, stop_words=STOP_WORDS)
+        while built is not None:
+            params: dict[str, object] = {"lo": lo, "hi": hi, "match": built.match}
+            params |= {f"t{i}": term for i, term in enumerate(built.terms)}
+            params |= {"now": now, "limit": limit, "category": category}
+            sql = search_sql(len(built.terms), category=category is not None)
+            try:
+                rows = self._conn.execute(sql, params).fetchall()
+            except sqlite3.OperationalError:
+                if not built.syntax:
+                    raise
+                built = build_query(query, self._cut, plain=True, stop_words=STOP_WORDS)
+                continue
+            return [(str(fact_id), float(score)) for fact_id, score in rows]
         return []
+
+    def _encode(self, facts: Sequence[IndexedFact]) -> list[bytes | None]:
+        """The vectors of `facts` (their text without the event words), or None each."""
+        if self._model is None:
+            return [None] * len(facts)
+        return list(self._model.encode([fact.content for fact in facts]))
 
     def _choose_segmenter(self, conn: sqlite3.Connection) -> Cut:
         """The CJK segmenter recorded in the index; a new index records jieba if importable.
@@ -360,10 +493,15 @@ class RetrievalIndex:
 
 
 def _upsert(
-    conn: sqlite3.Connection, cut: Cut, user_key: str, fact: IndexedFact, scopes: dict[str, int]
+    conn: sqlite3.Connection,
+    cut: Cut,
+    user_key: str,
+    fact: IndexedFact,
+    scopes: dict[str, int],
+    vector: bytes | None,
 ) -> None:
-    """Insert or replace one fact, keeping its rowid when it is already indexed."""
-    body = segment(fact.content, cut)
+    """Insert or replace one fact (and its vector), keeping its rowid when already indexed."""
+    body = " ".join(filter(None, (segment(fact.content, cut), event_words(fact.event_time))))
     values = (fact.category, fact.confidence, _timestamp(fact.updated_at), count_tokens(body), body)
     scope_id = _scope_id(conn, user_key, fact.agent, scopes)
     old = conn.execute(
@@ -391,6 +529,15 @@ def _upsert(
             (*values, rowid),
         )
     conn.execute("INSERT INTO facts_fts(rowid, body) VALUES (?, ?)", (rowid, body))
+    if vector is not None:
+        store_vector(conn, rowid, vector)
+
+
+def _batches(facts: Iterable[IndexedFact], size: int) -> Iterator[list[IndexedFact]]:
+    """`facts` in lists of `size`, read lazily (a rebuild streams millions)."""
+    iterator = iter(facts)
+    while batch := list(itertools.islice(iterator, size)):
+        yield batch
 
 
 def _retokenize(conn: sqlite3.Connection) -> None:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import heapq
 import uuid
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Final
@@ -31,7 +31,10 @@ from deerflow.agents.memory.backends.deermem.deermem.pipeline.proposals import (
     NewFact,
 )
 
-__all__ = ["ApplyOutcome", "apply_extraction", "stale_candidates"]
+__all__ = ["ApplyOutcome", "Similarity", "apply_extraction", "stale_candidates"]
+
+Similarity = Callable[[str, Sequence[str]], list[float]]
+"""The cosine similarity of a text to each of some others (`Embedder.text_similarities`)."""
 
 MAX_EXTENSION_DAYS: Final = 3650
 
@@ -94,11 +97,13 @@ def apply_extraction(
     thread_id: str,
     signals: Iterable[str] = (),
     heat: Mapping[str, float] | None = None,
+    similarity: Similarity | None = None,
 ) -> ApplyOutcome:
     """The change set for one extraction over `snapshot`; nothing is written here.
 
     `heat` is the bucket's access heat (fact id → heat decayed to `now`), read by the caller
-    from the usage sidecar when the capacity policy is `hybrid-v1`.
+    from the usage sidecar when the capacity policy is `hybrid-v1`. `similarity`, given when
+    embeddings are on, lets near-duplicate detection also match by meaning.
     """
     state = _Bucket(snapshot)
     metrics: dict[str, int] = {}
@@ -152,7 +157,7 @@ def apply_extraction(
         if find_secret(fact.content) is not None:
             count("rejected_secret")
             continue
-        existing = _same_fact(state, fact, config)
+        existing = _same_fact(state, fact, config, similarity)
         if existing is not None:
             _confirm(state, existing, stamp, confidence=fact.confidence)
             count("facts_merged_dedup")
@@ -204,24 +209,38 @@ def _confirm(state: _Bucket, fact_id: str, stamp: str, confidence: float | None 
     state.update(fact_id, **fields)
 
 
-def _same_fact(state: _Bucket, fact: NewFact, config: DeerMemConfig) -> str | None:
-    """The stored fact this one repeats: same text, or (with dedup on) nearly the same."""
+def _same_fact(
+    state: _Bucket, fact: NewFact, config: DeerMemConfig, similarity: Similarity | None
+) -> str | None:
+    """The stored fact this one repeats: same text, or (with dedup on) nearly the same.
+
+    Nearly the same: the most similar fact of the same category by token Jaccard, at or above
+    `fact_dedup_similarity_threshold`; failing that, with embeddings, the most similar by cosine
+    at or above `fact_dedup_semantic_threshold`.
+    """
     key = normalized(fact.content)
     for fact_id, stored in state.facts.items():
         if normalized(stored["content"]) == key:
             return fact_id
     if not config.fact_dedup_enabled:
         return None
+    peers = [(i, f["content"]) for i, f in state.facts.items() if f["category"] == fact.category]
     tokens = content_tokens(fact.content)
+    lexical = [(jaccard(tokens, content_tokens(text)), i) for i, text in peers]
+    found = _best(lexical, config.fact_dedup_similarity_threshold)
+    if found is None and similarity is not None and peers:
+        cosines = similarity(fact.content, [text for _, text in peers])
+        semantic = [(value, i) for value, (i, _) in zip(cosines, peers, strict=True)]
+        found = _best(semantic, config.fact_dedup_semantic_threshold)
+    return found
+
+
+def _best(scored: Sequence[tuple[float, str]], threshold: float) -> str | None:
+    """The id with the highest score at or above `threshold` (the first of equals), or None."""
     best: tuple[float, str] | None = None
-    for fact_id, stored in state.facts.items():
-        if stored["category"] != fact.category:
-            continue
-        similarity = jaccard(tokens, content_tokens(stored["content"]))
-        if similarity >= config.fact_dedup_similarity_threshold and (
-            best is None or similarity > best[0]
-        ):
-            best = (similarity, fact_id)
+    for score, fact_id in scored:
+        if score >= threshold and (best is None or score > best[0]):
+            best = (score, fact_id)
     return None if best is None else best[1]
 
 

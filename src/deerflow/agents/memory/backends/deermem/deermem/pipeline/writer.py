@@ -26,6 +26,7 @@ from deerflow.agents.memory.backends.deermem.deermem.core.changes import (
 from deerflow.agents.memory.backends.deermem.deermem.core.paths import DEFAULT_USER
 from deerflow.agents.memory.backends.deermem.deermem.core.storage import MemoryStorage
 from deerflow.agents.memory.backends.deermem.deermem.pipeline.apply import (
+    Similarity,
     apply_extraction,
     stale_candidates,
 )
@@ -63,8 +64,10 @@ class MemoryWriter:
         document: Callable[[MemorySnapshot], dict[str, Any]],
         callbacks: MemoryCallbacks | None,
         hooks: Mapping[str, Any],
+        similarity: Similarity | None = None,
     ) -> None:
         self._config = config
+        self._similarity = similarity
         self._storage = storage
         self._commit = commit
         self._document = document
@@ -221,6 +224,7 @@ class MemoryWriter:
                 thread_id=thread_id,
                 signals=signals,
                 heat=heat,
+                similarity=self._similarity,
             )
             try:
                 self._commit(user_id, outcome.changes)
