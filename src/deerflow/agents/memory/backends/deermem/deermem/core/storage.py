@@ -525,8 +525,8 @@ def _history_side(
 
 
 def _fact_files(facts_dir: Path) -> Iterator[Path]:
-    """`facts/*/fact_*.md`, sorted. Listed with os.scandir and os.listdir: listing 10^5 facts
-    took 1.8 s with pathlib's glob, 1.25 s so (most of it one listdir per shard)."""
+    """`facts/*/fact_*.md`, sorted. Listed with os.scandir and os.listdir rather than pathlib's
+    glob: 1.25 s against 1.8 s for 10^5 facts, most of it one listdir per shard."""
     if not facts_dir.is_dir():
         return
     for shard in sorted(entry.path for entry in os.scandir(facts_dir) if entry.is_dir()):
