@@ -62,8 +62,9 @@ def test_reading_memory_does_not_load_langchain() -> None:
 
 
 def test_a_cold_read_imports_only_what_reading_needs(tmp_path: Path) -> None:
-    """A cold start's first get_context pays for every import: writes, asyncio, the host's config
-    and the tokenizer (when the store knows its lines' counts) stay out of a process that reads."""
+    """A cold start's first get_context pays for every import: writes, asyncio, the host's config,
+    the tokenizer (when the store knows its lines' counts) and PyYAML (for the fact files DeerMem
+    wrote) stay out of a process that reads."""
     from deerflow.agents.memory.backends.deermem import DeerMemMemoryManager
 
     writer = DeerMemMemoryManager.from_config({"storage_path": str(tmp_path)})
@@ -78,7 +79,8 @@ def test_a_cold_read_imports_only_what_reading_needs(tmp_path: Path) -> None:
         "m.search('tea', user_id='u')\n"
         "m.close()\n"
         "inner = 'deerflow.agents.memory.backends.deermem.deermem.'\n"
-        "unwanted = ('asyncio', 'deerflow.config', 'tiktoken', 'langchain_core')\n"
+        "unwanted = ('asyncio', 'deerflow.config', 'tiktoken', 'langchain_core', 'yaml',\n"
+        "            'frontmatter')\n"
         "print(sorted(n.removeprefix(inner) for n in sys.modules\n"
         "             if n.startswith(unwanted) or n.startswith(inner + 'pipeline.')\n"
         "             or n.removeprefix(inner) in ('audit', 'history', 'imports', 'core.scrub')))\n"

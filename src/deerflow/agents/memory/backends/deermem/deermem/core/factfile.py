@@ -6,9 +6,7 @@ from datetime import UTC, date, datetime
 from pathlib import Path
 from typing import Any, Final
 
-import frontmatter
-import yaml
-
+from deerflow.agents.memory.backends.deermem.deermem.core.front_matter import read_front_matter
 from deerflow.agents.memory.manager import FACT_CATEGORIES, MemoryCorruptionError
 
 __all__ = [
@@ -48,6 +46,7 @@ FRONT_MATTER_ORDER: Final = (
     "schemaVersion",
     *OPTIONAL_PUBLIC_FIELDS,
 )
+_KEYS: Final = frozenset(FRONT_MATTER_ORDER)
 
 
 def title_of(content: str) -> str:
@@ -61,6 +60,8 @@ def render_fact(record: dict[str, Any]) -> bytes:
     Deterministic: the same record always gives the same bytes, so an undo restores a file
     byte for byte.
     """
+    import frontmatter  # imported on first write: a reader seldom needs it (see front_matter.py)
+
     meta: dict[str, Any] = {key: record[key] for key in FRONT_MATTER_ORDER if key in record}
     meta.update(
         (key, record[key]) for key in sorted(record) if key not in meta and key != "content"
@@ -78,12 +79,12 @@ def parse_fact(data: bytes, path: Path, *, user_id: str, bucket: str) -> dict[st
             that disagrees with the path or the schema. The file is left as it is.
     """
     try:
-        post = frontmatter.loads(data.decode("utf-8"))
-    except (UnicodeDecodeError, yaml.YAMLError, ValueError) as exc:
+        meta, body = read_front_matter(data.decode("utf-8"), _KEYS)
+    except ValueError as exc:  # UnicodeDecodeError and FrontMatterError are ValueErrors
         raise MemoryCorruptionError(f"{path}: unreadable front matter: {exc}") from exc
-    record: dict[str, Any] = {key: _plain(value) for key, value in post.metadata.items()}
+    record: dict[str, Any] = {key: _plain(value) for key, value in meta.items()}
     _check(record, path, user_id=user_id, bucket=bucket)
-    record["content"] = _content_of(post.content)
+    record["content"] = _content_of(body)
     if not record["content"]:
         raise MemoryCorruptionError(f"{path}: the fact has no content")
     return record
@@ -97,8 +98,8 @@ def read_fact_file(path: Path) -> dict[str, Any]:
     """
     data = path.read_bytes()
     try:
-        meta = frontmatter.loads(data.decode("utf-8")).metadata
-    except (UnicodeDecodeError, yaml.YAMLError, ValueError) as exc:
+        meta = read_front_matter(data.decode("utf-8"), _KEYS)[0]
+    except ValueError as exc:
         raise ValueError(f"{path}: unreadable front matter: {exc}") from exc
     try:
         user_id, bucket = str(meta.get("user_id")), str(meta.get("agent_name"))

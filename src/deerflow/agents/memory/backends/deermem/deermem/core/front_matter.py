@@ -1,0 +1,210 @@
+"""Splitting a fact file into its front matter and body, fast for the files DeerMem writes.
+
+PyYAML builds every node of a document in Python, about 60 us for a fact file: most of a full
+reindex and of a cold start's first read. DeerMem's writer (`render_fact`: python-frontmatter,
+PyYAML's block style) uses a small part of YAML, which `_subset` reads directly:
+
+* lines `key: scalar` with a key the writer knows (`keys`: `FRONT_MATTER_ORDER`);
+* `key:` then `  name: scalar` lines (a mapping of scalars) or `- scalar` lines (a list);
+* scalars on one line: `'single quoted'`, `[]`, `{}`, or plain text. Plain text is resolved with
+  PyYAML's own implicit resolvers (copied below, pinned by a test), and only the spellings PyYAML
+  writes are built here: `true`, `false`, `null`, decimal integers, `0.5` or `1.0e-05` floats;
+  any other bool, null, number, timestamp, `<<` or `=` is left to PyYAML.
+
+Anything else (an unknown key, a comment, a blank line inside, a multi-line or double-quoted
+scalar, an anchor, a tab, a character YAML refuses or reads as a line break, a duplicate key)
+makes `_subset` give up, and the file is read by python-frontmatter and PyYAML exactly as before,
+with the same errors. So the result is always PyYAML's; the tests compare both readers on random
+hostile records and on hand edits.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from collections.abc import Collection
+from typing import Any, Final
+
+__all__ = ["FrontMatterError", "read_front_matter"]
+
+# python-frontmatter's YAMLHandler.FM_BOUNDARY (pinned by a test): the same split, without
+# importing python-frontmatter and PyYAML when no file needs them.
+BOUNDARY: Final = re.compile(r"^-{3,}\s*$", re.MULTILINE)
+
+# Characters the subset takes: printable for PyYAML's reader, and no line break other than \n
+# (PyYAML also breaks lines at \r, \x85, \u2028, \u2029); no tab, no byte-order mark.
+_OUTSIDE: Final = re.compile(
+    "[^\n\x20-\x7e\xa0-\u2027\u202a-\ud7ff\ue000-\ufefe\uff00-\ufffd\U00010000-\U0010ffff]"
+)
+_KEY_LINE: Final = re.compile(r"([A-Za-z_][A-Za-z0-9_]*): (.*)")
+_SINGLE_QUOTED: Final = re.compile(r"'((?:[^']|'')*)'")
+# A plain scalar may not start with an indicator (nor a space), nor hold ": " or " #".
+_INDICATORS: Final = frozenset("-?:,[]{}#&*!|>'\"%@` ")
+
+# PyYAML's implicit resolvers (yaml/resolver.py, YAML 1.1), by the first characters they apply to.
+_BOOL: Final = re.compile(
+    r"""^(?:yes|Yes|YES|no|No|NO
+                    |true|True|TRUE|false|False|FALSE
+                    |on|On|ON|off|Off|OFF)$""",
+    re.X,
+)
+_FLOAT: Final = re.compile(
+    r"""^(?:[-+]?(?:[0-9][0-9_]*)\.[0-9_]*(?:[eE][-+][0-9]+)?
+                    |\.[0-9][0-9_]*(?:[eE][-+][0-9]+)?
+                    |[-+]?[0-9][0-9_]*(?::[0-5]?[0-9])+\.[0-9_]*
+                    |[-+]?\.(?:inf|Inf|INF)
+                    |\.(?:nan|NaN|NAN))$""",
+    re.X,
+)
+_INT: Final = re.compile(
+    r"""^(?:[-+]?0b[0-1_]+
+                    |[-+]?0[0-7_]+
+                    |[-+]?(?:0|[1-9][0-9_]*)
+                    |[-+]?0x[0-9a-fA-F_]+
+                    |[-+]?[1-9][0-9_]*(?::[0-5]?[0-9])+)$""",
+    re.X,
+)
+_MERGE: Final = re.compile(r"^(?:<<)$")
+_NULL: Final = re.compile(
+    r"""^(?: ~
+                    |null|Null|NULL
+                    | )$""",
+    re.X,
+)
+_TIMESTAMP: Final = re.compile(
+    r"""^(?:[0-9][0-9][0-9][0-9]-[0-9][0-9]-[0-9][0-9]
+                    |[0-9][0-9][0-9][0-9] -[0-9][0-9]? -[0-9][0-9]?
+                     (?:[Tt]|[ \t]+)[0-9][0-9]?
+                     :[0-9][0-9] :[0-9][0-9] (?:\.[0-9]*)?
+                     (?:[ \t]*(?:Z|[-+][0-9][0-9]?(?::[0-9][0-9])?))?)$""",
+    re.X,
+)
+_VALUE: Final = re.compile(r"^(?:=)$")
+RESOLVERS: Final[dict[str, tuple[tuple[str, re.Pattern[str]], ...]]] = {
+    **dict.fromkeys("yYtTfFoO", (("bool", _BOOL),)),
+    **dict.fromkeys("nN", (("bool", _BOOL), ("null", _NULL))),
+    **dict.fromkeys("-+", (("float", _FLOAT), ("int", _INT))),
+    ".": (("float", _FLOAT),),
+    **dict.fromkeys("0123456789", (("float", _FLOAT), ("int", _INT), ("timestamp", _TIMESTAMP))),
+    "<": (("merge", _MERGE),),
+    "~": (("null", _NULL),),
+    "=": (("value", _VALUE),),
+}
+
+# The spellings PyYAML writes for each type; another spelling of the same type goes to PyYAML.
+_CANONICAL_INT: Final = re.compile(r"-?(?:0|[1-9][0-9]*)")
+_CANONICAL_FLOAT: Final = re.compile(r"-?(?:0|[1-9][0-9]*)\.[0-9]+(?:e[-+][0-9]+)?")
+_WORDS: Final[dict[str, Any]] = {"true": True, "false": False, "null": None}
+
+
+class FrontMatterError(ValueError):
+    """The front matter is not readable YAML (the message is PyYAML's)."""
+
+
+class _Outside(Exception):
+    """The text is not in the subset `_subset` reads."""
+
+
+def read_front_matter(text: str, keys: Collection[str]) -> tuple[dict[str, Any], str]:
+    """`(metadata, body)` of a fact file, as `frontmatter.loads(text)` gives them.
+
+    `keys` are the keys the writer writes; a file with another key is read by PyYAML.
+
+    Raises:
+        FrontMatterError: PyYAML cannot read the front matter.
+    """
+    text = text.replace("\r\n", "\n")
+    stripped = text.strip()
+    if BOUNDARY.match(stripped):
+        parts = BOUNDARY.split(stripped, 2)
+        if len(parts) == 3:
+            try:
+                return _subset(parts[1], keys), parts[2].strip()
+            except _Outside:
+                pass
+    return _full(text)
+
+
+def _full(text: str) -> tuple[dict[str, Any], str]:
+    import frontmatter
+    import yaml
+
+    try:
+        post = frontmatter.loads(text)
+    except yaml.YAMLError as exc:
+        raise FrontMatterError(str(exc)) from exc
+    return post.metadata, post.content
+
+
+def _subset(front_matter: str, keys: Collection[str]) -> dict[str, Any]:
+    if _OUTSIDE.search(front_matter):
+        raise _Outside
+    lines = front_matter.strip("\n").split("\n")
+    meta: dict[str, Any] = {}
+    at = 0
+    while at < len(lines):
+        key, colon, value = lines[at].partition(":")
+        if key not in keys or key in meta or not colon:
+            raise _Outside
+        at += 1
+        if value:
+            if value[0] != " ":
+                raise _Outside
+            meta[key] = _scalar(value[1:])
+            continue
+        if at < len(lines) and lines[at].startswith("- "):
+            items = []
+            while at < len(lines) and lines[at].startswith("- "):
+                items.append(_scalar(lines[at][2:]))
+                at += 1
+            meta[key] = items
+        elif at < len(lines) and lines[at].startswith("  "):
+            mapping: dict[str, Any] = {}
+            while at < len(lines) and lines[at].startswith("  "):
+                match = _KEY_LINE.fullmatch(lines[at], 2)
+                if match is None or match[1] in mapping or _resolve(match[1]) != "str":
+                    raise _Outside
+                mapping[match[1]] = _scalar(match[2])
+                at += 1
+            meta[key] = mapping
+        else:
+            raise _Outside  # `key:` with nothing under it: PyYAML writes `null`
+    return meta
+
+
+def _scalar(text: str) -> Any:
+    """A scalar on one line, as PyYAML reads it."""
+    if text in ("[]", "{}"):
+        return [] if text == "[]" else {}  # new each time: a caller may change it
+    return _immutable_scalar(text)
+
+
+# Most values recur from file to file (category, status, scope, source, confidence), and a
+# reindex reads 10^5 files: reading each spelling once saves about 30% of the parse.
+@functools.lru_cache(maxsize=4096)
+def _immutable_scalar(text: str) -> Any:
+    if text.startswith("'"):
+        match = _SINGLE_QUOTED.fullmatch(text)
+        if match is None:
+            raise _Outside
+        return match[1].replace("''", "'")
+    if not text or text[-1] in " :" or ": " in text or " #" in text:
+        raise _Outside
+    kind = _resolve(text)
+    if kind == "str" and text[0] not in _INDICATORS:
+        return text
+    if text in _WORDS:
+        return _WORDS[text]
+    if kind == "int" and _CANONICAL_INT.fullmatch(text):
+        return int(text)
+    if kind == "float" and _CANONICAL_FLOAT.fullmatch(text):
+        return float(text)
+    raise _Outside
+
+
+def _resolve(plain: str) -> str:
+    """The type PyYAML gives a plain scalar."""
+    for kind, pattern in RESOLVERS.get(plain[0], ()):
+        if pattern.match(plain):
+            return kind
+    return "str"
