@@ -14,6 +14,8 @@ from typing import Any
 
 from langchain_core.messages import BaseMessage, convert_to_messages
 
+from deerflow.agents.memory.manager import is_hidden, read_message
+
 __all__ = ["KeepHidden", "visible_messages"]
 
 KeepHidden = Callable[[dict[str, Any]], bool]
@@ -33,11 +35,8 @@ def visible_messages(messages: Sequence[Any], keep_hidden: KeepHidden | None) ->
     result = []
     for index, item in enumerate(messages):
         message = _coerce(index, item)
-        extra = message.additional_kwargs
-        # A copy: the hook must not be able to change the caller's message.
-        if extra.get("hide_from_ui") and (keep_hidden is None or not keep_hidden(dict(extra))):
-            continue
-        result.append(message)
+        if not is_hidden(read_message(message), keep_hidden):
+            result.append(message)
     return result
 
 
