@@ -1,4 +1,4 @@
-"""Fact files read without PyYAML give exactly PyYAML's result, and anything else goes to PyYAML."""
+"""Fact files read and written without PyYAML match PyYAML exactly; the rest goes to PyYAML."""
 
 from __future__ import annotations
 
@@ -22,6 +22,7 @@ from deerflow.agents.memory.backends.deermem.deermem.core.factfile import (
 from deerflow.agents.memory.backends.deermem.deermem.core.front_matter import (
     FrontMatterError,
     read_front_matter,
+    write_front_matter,
 )
 from deerflow.agents.memory.manager import MemoryCorruptionError
 from tests.deermem.storage_helpers import fact
@@ -257,6 +258,71 @@ def test_mutated_files_read_as_pyyaml_reads_them_or_fail_alike(full_reads: list[
         assert ours(text) == pyyaml(text), text
         accepted += len(full_reads) == before
     assert accepted > trials * 0.1, "the subset reader must be exercised"
+
+
+def pyyaml_render(record: dict[str, Any]) -> bytes:
+    """The fact file as python-frontmatter and PyYAML write it (what render_fact wrote before)."""
+    meta = {key: record[key] for key in FRONT_MATTER_ORDER if key in record}
+    meta.update((k, record[k]) for k in sorted(record) if k not in meta and k != "content")
+    title = record["content"].strip().splitlines()[0].strip()[:160]
+    post = frontmatter.Post(f"# {title}\n\n{record['content']}", **meta)
+    return (frontmatter.dumps(post, sort_keys=False, allow_unicode=True) + "\n").encode("utf-8")
+
+
+# Strings near the fast writer's edges: every character it takes, and the ones next to them.
+WRITABLE_PIECES = [*"aZ09_@.:+/-", "---", "...", "yes", "null", "1e5", "0x1", "12:30",
+                   "2026-12-01", "T10:00:00Z", "1_000", ".inf"]  # fmt: skip
+OTHER_PIECES = ["<<", "=", "~", "'", " ", "#", "é", "!", "?", ","]
+
+
+def writer_text(rng: random.Random) -> str:
+    return "".join(
+        rng.choice(OTHER_PIECES if rng.random() < 0.03 else WRITABLE_PIECES)
+        for _ in range(rng.randint(0, 5))
+    )
+
+
+def test_records_are_written_byte_for_byte_as_pyyaml_writes_them() -> None:
+    rng = random.Random(20261202)
+    trials, fast = 4000, 0
+    for trial in range(trials):
+        record = hostile_record(rng)
+        if trial % 2:  # values the fast writer mostly takes, to exercise its quoting rules
+            record.update(
+                status=writer_text(rng),
+                sourceError=rng.choice([writer_text(rng), rng.random() * 10 ** rng.randint(-9, 9)]),
+                topics=[writer_text(rng) for _ in range(rng.randint(0, 3))],
+                source={"type": "manual", "threadId": rng.choice([None, writer_text(rng)])},
+                category="preference",
+                user_id="alice@example.com",
+                createdAt="2026-12-01T10:00:00Z",
+            )
+            for key in ("lastConfirmedAt", "event_time", "expected_valid_days"):
+                record.pop(key, None)
+            for key in [k for k in record if k not in KEYS and k != "content"]:
+                del record[key]
+        fast += write_front_matter({k: v for k, v in record.items() if k != "content"}) is not None
+        assert render_fact(record) == pyyaml_render(record), record
+    assert trials * 0.3 < fast < trials * 0.9, "both writers must be exercised"
+
+
+def test_what_deermem_writes_for_ordinary_facts_needs_no_pyyaml_writer() -> None:
+    record = fact(
+        "Use pnpm, not npm",
+        category="correction",
+        confidence=0.85,
+        revision=3,
+        status="active",
+        user_id="alice@example.com",
+        schemaVersion=1,
+        source={"type": "conversation", "threadId": "5d1c8e4a-0f3b-4c2e-9a7d-2b6f1e0c9d8a"},
+        consolidatedFrom=["fact_0a", "fact_1b"],
+        expected_valid_days=30,
+        event_time=None,
+    )
+    meta = {key: value for key, value in record.items() if key != "content"}
+    assert write_front_matter(meta) is not None
+    assert render_fact(record) == pyyaml_render(record)
 
 
 def test_resolvers_and_boundary_are_pyyamls_and_python_frontmatters() -> None:

@@ -37,7 +37,7 @@ def files_of(root: Path) -> dict[str, bytes]:
         for p in root.rglob("*")
         if p.is_file()
         and ".retrieval" not in p.parts
-        and p.name not in (".memory.lock",)
+        and p.name not in (".memory.lock", ".journal.json")
         and p.name != "history.jsonl"
     }
 
@@ -379,6 +379,30 @@ def test_get_context_formats_within_budget_and_escapes(tmp_path: Path) -> None:
     tool_mode = DeerMemMemoryManager.from_config({"storage_path": str(tmp_path)}, mode="tool")
     assert "Facts:" not in tool_mode.get_context("u")
     assert make(tmp_path).get_context("nobody") == ""
+
+
+def test_get_context_after_each_change_shows_exactly_the_stored_facts(tmp_path: Path) -> None:
+    """Lines are kept per stored record: an edit, a deletion or an out-of-band edit shows at once."""
+    manager = make(tmp_path)
+    ids = [
+        manager.create_fact(f"fact {n}", confidence=c, user_id="u")[1]
+        for n, c in enumerate([0.3, 0.9, 0.6])
+    ]
+    assert manager.get_context("u").splitlines()[1:] == [
+        "- [context | 0.90] fact 1",
+        "- [context | 0.60] fact 2",
+        "- [context | 0.30] fact 0",
+    ]
+    manager.update_fact(ids[0], "fact zero, edited", confidence=0.95, user_id="u")
+    manager.delete_fact(ids[2], user_id="u")
+    assert manager.get_context("u").splitlines()[1:] == [
+        "- [context | 0.95] fact zero, edited",
+        "- [context | 0.90] fact 1",
+    ]
+    path = next(tmp_path.glob(f"users/u/agents/__default__/facts/*/{ids[1]}.md"))
+    path.write_text(path.read_text().replace("fact 1\n", "fact one, by hand\n"))
+    manager.reload_memory(user_id="u")
+    assert "- [context | 0.90] fact one, by hand" in manager.get_context("u")
 
 
 def test_custom_storage_class(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

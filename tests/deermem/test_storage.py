@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import random
@@ -17,6 +18,7 @@ from deerflow.agents.memory.backends.deermem import DeerMemMemoryManager
 from deerflow.agents.memory.backends.deermem.deermem.core import atomic
 from deerflow.agents.memory.backends.deermem.deermem.core import storage as storage_module
 from deerflow.agents.memory.backends.deermem.deermem.core.changes import ChangeSet
+from deerflow.agents.memory.backends.deermem.deermem.core.journal import Journal, JournalEntry
 from deerflow.agents.memory.backends.deermem.deermem.core.paths import UserPaths, safe_user_id
 from deerflow.agents.memory.manager import (
     FactNotFoundError,
@@ -45,7 +47,7 @@ def test_layout_keeps_summaries_and_facts_apart(tmp_path: Path) -> None:
     assert "\n# Prefers uv over pip\n\nPrefers uv over pip\n" in text
     history = paths.history.read_text().splitlines()
     assert len(history) == 1
-    assert not paths.journal.exists() or paths.journal.stat().st_size == 0
+    assert Journal.pending(paths.journal) is None
 
 
 def test_out_of_band_edit_shows_after_reload(tmp_path: Path) -> None:
@@ -230,6 +232,12 @@ def test_lock_timeout_is_a_conflict(tmp_path: Path) -> None:
 # -- crash recovery ---------------------------------------------------------------------------
 
 
+def _memory_files(paths: UserPaths) -> dict[Path, bytes]:
+    """Every file's bytes but the lock's and the journal's (which holds its last record)."""
+    skipped = (paths.lock, paths.journal)
+    return {p: p.read_bytes() for p in paths.dir.rglob("*") if p.is_file() and p not in skipped}
+
+
 def _fail_on(monkeypatch: pytest.MonkeyPatch, module: object, name: str, when: str) -> None:
     real = getattr(module, name)
 
@@ -248,24 +256,19 @@ def test_crash_before_the_commit_point_rolls_back(
     kept = fact("kept")
     create(storage, "ivy", kept)
     paths = UserPaths(tmp_path, "ivy")
-    before = {
-        p: p.read_bytes() for p in paths.dir.rglob("*") if p.is_file() and p.name != ".memory.lock"
-    }
+    before = _memory_files(paths)
     _fail_on(monkeypatch, storage_module, "atomic_write", "memory.json")
     change = ChangeSet(
         actor="t", reason="r", upserts=[fact("new")], deletes=[("__default__", kept["id"])]
     )
     with pytest.raises(OSError, match="simulated"):
         storage.save("ivy", change)
-    assert paths.journal.stat().st_size > 0
+    assert Journal.pending(paths.journal) is not None
     monkeypatch.undo()
     snapshot = storage_at(tmp_path).load("ivy", None)
     assert [f["content"] for f in snapshot.facts.values()] == ["kept"]
-    after = {
-        p: p.read_bytes() for p in paths.dir.rglob("*") if p.is_file() and p.name != ".memory.lock"
-    }
-    assert after == before
-    assert not paths.journal.exists() or paths.journal.stat().st_size == 0
+    assert _memory_files(paths) == before
+    assert Journal.pending(paths.journal) is None
 
 
 def test_crash_after_the_commit_point_finishes(
@@ -383,11 +386,96 @@ def test_concurrent_processes_lose_no_acknowledged_write(tmp_path: Path) -> None
     assert len(storage_at(tmp_path).read_history("shared")) == len(committed)
 
 
-def test_a_torn_journal_is_discarded(tmp_path: Path) -> None:
+def _journal(previous: int, entries: tuple[JournalEntry, ...] = ()) -> Journal:
+    return Journal("chg_test", previous, previous + 1, entries, b'{"change_id": "chg_test"}\n')
+
+
+@pytest.mark.parametrize("cut", [5, 20, 40, -1], ids=["magic", "header", "payload", "last-byte"])
+def test_a_torn_journal_is_discarded(tmp_path: Path, cut: int) -> None:
     storage = storage_at(tmp_path)
     create(storage, "lee", fact("one"))
     paths = UserPaths(tmp_path, "lee")
-    paths.journal.write_bytes(b'{"operationId": "chg_torn", "previousRev')  # crash mid-write
+    paths.journal.unlink()  # so that the file holds exactly the record below
+    _journal(1, (JournalEntry("agents/__default__/facts/00/fact_00.md", None),)).write(
+        paths.journal
+    )
+    record = paths.journal.read_bytes()
+    paths.journal.write_bytes(record[:cut])  # the crash came while the journal was written
+    assert Journal.pending(paths.journal) is None
+    paths.journal.write_bytes(record[:-1] + b"X")  # a payload byte other than the one written
+    assert Journal.pending(paths.journal) is None
     fresh = storage_at(tmp_path)
     assert [f["content"] for f in fresh.reload("lee", None).facts.values()] == ["one"]
     assert create(fresh, "lee", fact("two")) == 2
+
+
+def test_a_journal_written_over_a_longer_one_reads_as_itself(tmp_path: Path) -> None:
+    path = tmp_path / ".journal.json"
+    long = _journal(7, tuple(JournalEntry(f"f{i}.md", b"x" * 100) for i in range(20)))
+    long.write(path)
+    Journal.finish(path)
+    assert Journal.pending(path) is None
+    short = _journal(8, (JournalEntry("g.md", None),))
+    short.write(path)
+    assert path.stat().st_size > len(json.dumps(short.entries[0].path)) + 200, "left over bytes"
+    assert Journal.pending(path) == short
+    Journal.finish(path)
+    assert Journal.pending(path) is None
+
+
+def test_a_journal_of_the_earlier_format_is_still_recovered(tmp_path: Path) -> None:
+    """Before the header format, a journal was one JSON line, emptied when done."""
+    storage = storage_at(tmp_path)
+    kept = fact("kept")
+    create(storage, "moe", kept)
+    paths = UserPaths(tmp_path, "moe")
+    half_done = fact("half done")  # its file was written, memory.json was not: roll back
+    relative = paths.fact_file("__default__", half_done["id"]).relative_to(paths.dir)
+    (paths.dir / relative).parent.mkdir(parents=True, exist_ok=True)
+    (paths.dir / relative).write_bytes(b"---\nid: partial")
+    record = {
+        "operationId": "chg_old",
+        "previousRevision": 1,
+        "nextRevision": 2,
+        "entries": [{"path": str(relative), "before": None}],
+        "historyLine": base64.b64encode(b'{"change_id": "chg_old"}\n').decode(),
+    }
+    paths.journal.write_text(json.dumps(record) + "\n")
+    fresh = storage_at(tmp_path)
+    assert [f["content"] for f in fresh.reload("moe", None).facts.values()] == ["kept"]
+    assert not (paths.dir / relative).exists()
+    assert paths.journal.read_bytes() == b"", "done, in the earlier format's way"
+    assert create(fresh, "moe", fact("next")) == 2
+
+
+def test_a_journal_holding_something_else_is_corruption_and_left_alone(tmp_path: Path) -> None:
+    storage = storage_at(tmp_path)
+    create(storage, "ned", fact("one"))
+    paths = UserPaths(tmp_path, "ned")
+    paths.journal.write_bytes(b"this is not a journal at all, but long enough to be one")
+    with pytest.raises(MemoryCorruptionError, match="not a commit journal"):
+        storage_at(tmp_path).reload("ned", None)
+    assert paths.journal.read_bytes().startswith(b"this is not a journal")
+
+
+def test_a_new_fact_file_left_half_written_is_removed_by_recovery(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """New fact files are written in place, without a rename: the journal must undo a torn one."""
+    storage = storage_at(tmp_path)
+    create(storage, "oz", fact("one"))
+    paths = UserPaths(tmp_path, "oz")
+
+    def crash_halfway(path: Path, data: bytes) -> None:
+        path.write_bytes(data[: len(data) // 2])
+        raise OSError("simulated crash")
+
+    monkeypatch.setattr(storage_module, "create_file", crash_halfway)
+    with pytest.raises(OSError, match="simulated"):
+        create(storage, "oz", fact("two"))
+    monkeypatch.undo()
+    assert len(list(paths.agents.rglob("*.md"))) == 2, "the torn file is on disk"
+    fresh = storage_at(tmp_path)
+    assert [f["content"] for f in fresh.reload("oz", None).facts.values()] == ["one"]
+    assert len(list(paths.agents.rglob("*.md"))) == 1
+    assert Journal.pending(paths.journal) is None

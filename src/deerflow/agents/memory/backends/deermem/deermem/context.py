@@ -37,6 +37,7 @@ is at least the whole count, so the bound holds there too.
 
 from __future__ import annotations
 
+import functools
 import html
 import math
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
@@ -75,6 +76,22 @@ class ContextFact:
     confidence: float
     source_error: str | None = None
 
+    @functools.cached_property
+    def line(self) -> str | None:
+        """The fact's line in the text, or None when its content is blank.
+
+        Cached: the manager keeps one ContextFact per stored record, so a fact is formatted
+        once, not at every render.
+        """
+        content = _clean(self.content)
+        if not content:
+            return None
+        confidence = self.confidence
+        confidence = min(max(confidence, 0.0), 1.0) if math.isfinite(confidence) else 0.0
+        line = f"- [{_clean(self.category)} | {confidence:.2f}] {content}"
+        avoid = _clean(self.source_error or "")
+        return f"{line} (avoid: {avoid})" if avoid else line
+
 
 def _clean(text: str) -> str:
     """One line of escaped text: stored memory must not break the list or close `<memory>`."""
@@ -94,16 +111,6 @@ def _summary_lines(
         if isinstance(summary, str) and summary.strip():
             lines.append(f"- {label}: {_clean(summary)}")
     return lines
-
-
-def _fact_line(fact: ContextFact) -> str | None:
-    content = _clean(fact.content)
-    if not content:
-        return None
-    confidence = min(max(fact.confidence, 0.0), 1.0) if math.isfinite(fact.confidence) else 0.0
-    line = f"- [{_clean(fact.category)} | {confidence:.2f}] {content}"
-    avoid = _clean(fact.source_error or "")
-    return f"{line} (avoid: {avoid})" if avoid else line
 
 
 def _fit(
@@ -128,7 +135,7 @@ def _fit(
 
 
 def _lines(facts: Iterable[ContextFact]) -> Iterator[str]:
-    return (line for line in map(_fact_line, facts) if line)
+    return (line for fact in facts if (line := fact.line))
 
 
 def _render(sections: Sequence[_Section]) -> str:

@@ -20,7 +20,6 @@ from pydantic import PrivateAttr
 
 from deerflow.agents.memory.backends.deermem.deermem.config import DeerMemConfig, parse_config
 from deerflow.agents.memory.backends.deermem.deermem.context import (
-    ContextFact,
     format_context,
     rank_for_query,
 )
@@ -249,31 +248,26 @@ class DeerMemMemoryManager(MemoryManager):
                 cached = self._context_cache.get(key)
             if cached is not None and cached[0] == snapshot.revision:
                 return cached[1]
-        facts = sorted(
-            snapshot.facts.values(),
-            key=lambda f: (f["confidence"], f.get("updatedAt", "")),
-            reverse=True,
-        )
+        entries = self._views.by_confidence(snapshot)
         if relevant:
             similarities = self._query_similarities(snapshot, query or "")
-            facts = rank_for_query(
-                facts,
+            entries = rank_for_query(
+                entries,
                 query or "",
-                text_of=lambda f: str(f["content"]),
-                confidence_of=lambda f: float(f["confidence"]),
+                text_of=lambda e: str(e.record["content"]),
+                confidence_of=lambda e: float(e.record["confidence"]),
                 relevance_weight=self._config.retrieval_relevance_weight,
                 diversity_weight=self._config.retrieval_diversity_weight,
                 similarity_of=(
-                    None if similarities is None else lambda f: similarities.get(f["id"], 0.0)
+                    None
+                    if similarities is None
+                    else lambda e: similarities.get(e.record["id"], 0.0)
                 ),
                 semantic_weight=self._config.retrieval_semantic_weight,
             )
         text = format_context(
             snapshot.summaries,
-            (
-                ContextFact(f["content"], f["category"], f["confidence"], f.get("sourceError"))
-                for f in facts
-            ),
+            (entry.fact for entry in entries),
             max_tokens=self._config.max_injection_tokens,
             guaranteed_categories=self._config.guaranteed_categories,
             guaranteed_token_budget=self._config.guaranteed_token_budget,

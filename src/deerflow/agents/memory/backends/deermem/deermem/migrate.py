@@ -40,6 +40,7 @@ from deerflow.agents.memory.backends.deermem.deermem.core.paths import (
     UserPaths,
     bucket_name,
     safe_user_id,
+    user_paths,
 )
 from deerflow.agents.memory.manager import (
     FACT_CATEGORIES,
@@ -208,7 +209,7 @@ def _root_sources(root: Path) -> list[LegacySource]:
 
 
 def _user_source(root: Path, user_key: str, user_id: str | None) -> LegacySource | None:
-    paths = UserPaths(root, user_key)
+    paths = user_paths(root, user_key)
     source = LegacySource("user", paths.manifest, user_key, user_id)
     # An unreadable memory.json here is not legacy but corruption, which the storage reports.
     legacy = _is_legacy(paths.manifest, unreadable=False)
@@ -319,7 +320,7 @@ def migrate_if_needed(storage: FileMemoryStorage, user_id: str | None) -> UserMi
     if (id(storage), user_key) in _active():
         return None
     try:
-        stat = UserPaths(storage.root, user_key).manifest.stat()
+        stat = user_paths(storage.root, user_key).manifest.stat()
         signature: _Signature = (stat.st_mtime_ns, stat.st_size, stat.st_ino)
     except FileNotFoundError:
         signature = None
@@ -353,7 +354,7 @@ def _migrating(storage: FileMemoryStorage, user_key: str) -> Iterator[None]:
 
 
 def _migrate_user(storage: FileMemoryStorage, user_id: str, *, dry_run: bool) -> UserMigration:
-    paths = UserPaths(storage.root, safe_user_id(user_id))
+    paths = user_paths(storage.root, safe_user_id(user_id))
     # Hold the user's lock throughout, so no other writer sees a half-migrated user; the storage's
     # own lock object, because it is re-entrant and `save` below takes it again.
     held: AbstractContextManager[None] = (

@@ -24,7 +24,7 @@ from typing import Any, Final
 
 from deerflow.agents.memory.backends.deermem.deermem.config import DeerMemConfig
 from deerflow.agents.memory.backends.deermem.deermem.core.atomic import atomic_write
-from deerflow.agents.memory.backends.deermem.deermem.core.paths import UserPaths, safe_user_id
+from deerflow.agents.memory.backends.deermem.deermem.core.paths import safe_user_id, user_paths
 from deerflow.agents.memory.backends.deermem.deermem.governance import parse_time
 
 __all__ = ["MAX_ENTRIES", "USAGE_FILE", "FactUsage", "UsageEntry", "decayed_heat", "record_hits"]
@@ -94,7 +94,7 @@ class FactUsage:
         self._lock = threading.Lock()
 
     def path(self, user_id: str, bucket: str) -> Path:
-        return UserPaths(self._root, safe_user_id(user_id)).metadata_dir(bucket) / USAGE_FILE
+        return user_paths(self._root, safe_user_id(user_id)).metadata_dir(bucket) / USAGE_FILE
 
     def load(self, user_id: str, bucket: str) -> dict[str, UsageEntry]:
         """The bucket's entries; empty (with a warning) when the sidecar cannot be read."""

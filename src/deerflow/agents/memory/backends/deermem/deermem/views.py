@@ -3,16 +3,27 @@
 from __future__ import annotations
 
 import copy
+import operator
 from collections.abc import Iterator, Mapping
-from typing import Any, Final
+from typing import Any, Final, NamedTuple
 
+from deerflow.agents.memory.backends.deermem.deermem.context import ContextFact
 from deerflow.agents.memory.backends.deermem.deermem.core.changes import MemorySnapshot
 from deerflow.agents.memory.backends.deermem.deermem.core.factfile import public_fact
 from deerflow.agents.memory.backends.deermem.deermem.governance import normalized
 
-__all__ = ["RecordViews"]
+__all__ = ["ContextEntry", "RecordViews"]
 
 RECORD_VIEWS_SIZE: Final = 200_000
+_SORT_KEY: Final = operator.attrgetter("sort_key")
+
+
+class ContextEntry(NamedTuple):
+    """A stored fact record, the key it is ordered by in the injected text, and its line."""
+
+    record: Mapping[str, Any]
+    sort_key: tuple[float, str]
+    fact: ContextFact
 
 
 class RecordViews:
@@ -24,6 +35,7 @@ class RecordViews:
 
     def __init__(self) -> None:
         self._views: dict[int, tuple[Mapping[str, Any], dict[str, Any], str, bool]] = {}
+        self._context: dict[int, ContextEntry] = {}
 
     def _view(
         self, record: Mapping[str, Any]
@@ -49,6 +61,32 @@ class RecordViews:
         """(fact id, normalised content) of every fact in the snapshot."""
         for fact_id, record in snapshot.facts.items():
             yield fact_id, self._view(record)[2]
+
+    def by_confidence(self, snapshot: MemorySnapshot) -> list[ContextEntry]:
+        """The snapshot's facts, most confident first, then most recently updated.
+
+        Each record's entry is kept, and with it the fact's formatted line: a render after a
+        change formats only the changed facts.
+        """
+        known = self._context.get
+        entries = []
+        for record in snapshot.facts.values():
+            entry = known(id(record))
+            if entry is None or entry.record is not record:
+                entry = self._new_entry(record)
+            entries.append(entry)
+        entries.sort(key=_SORT_KEY, reverse=True)
+        return entries
+
+    def _new_entry(self, record: Mapping[str, Any]) -> ContextEntry:
+        fact = ContextFact(
+            record["content"], record["category"], record["confidence"], record.get("sourceError")
+        )
+        entry = ContextEntry(record, (record["confidence"], record.get("updatedAt", "")), fact)
+        if len(self._context) >= RECORD_VIEWS_SIZE:
+            self._context.clear()
+        self._context[id(record)] = entry  # holding `record` keeps its id from being reused
+        return entry
 
     def document(self, snapshot: MemorySnapshot) -> dict[str, Any]:
         """The memory document of a snapshot (SPEC §5.2), facts sorted by id."""

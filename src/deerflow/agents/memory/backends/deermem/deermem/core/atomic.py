@@ -6,7 +6,7 @@ import os
 import uuid
 from pathlib import Path
 
-__all__ = ["append_line", "atomic_write", "fsync_dir", "truncate_torn_tail"]
+__all__ = ["append_line", "atomic_write", "create_file", "fsync_dir", "truncate_torn_tail"]
 
 
 def fsync_dir(path: Path) -> None:
@@ -36,6 +36,25 @@ def atomic_write(path: Path, data: bytes, *, sync_dir: bool = True) -> None:
         raise
     if sync_dir:
         fsync_dir(path.parent)
+
+
+def create_file(path: Path, data: bytes) -> None:
+    """Create `path` (which must not exist) holding `data`, synced; the directory is not synced.
+
+    Written in place, without a temp file and a rename: only for a commit whose journal can
+    delete a file left half-written by a crash, and whose readers hold the user's lock.
+    """
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view) :]
+        os.fdatasync(fd)
+    except BaseException:
+        path.unlink(missing_ok=True)
+        raise
+    finally:
+        os.close(fd)
 
 
 def append_line(path: Path, line: bytes) -> None:

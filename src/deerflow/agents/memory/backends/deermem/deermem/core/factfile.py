@@ -6,7 +6,10 @@ from datetime import UTC, date, datetime
 from pathlib import Path
 from typing import Any, Final
 
-from deerflow.agents.memory.backends.deermem.deermem.core.front_matter import read_front_matter
+from deerflow.agents.memory.backends.deermem.deermem.core.front_matter import (
+    read_front_matter,
+    write_front_matter,
+)
 from deerflow.agents.memory.manager import FACT_CATEGORIES, MemoryCorruptionError
 
 __all__ = [
@@ -60,15 +63,22 @@ def render_fact(record: dict[str, Any]) -> bytes:
     Deterministic: the same record always gives the same bytes, so an undo restores a file
     byte for byte.
     """
-    import frontmatter  # imported on first write: a reader seldom needs it (see front_matter.py)
-
     meta: dict[str, Any] = {key: record[key] for key in FRONT_MATTER_ORDER if key in record}
     meta.update(
         (key, record[key]) for key in sorted(record) if key not in meta and key != "content"
     )
     content = record["content"]
-    post = frontmatter.Post(f"# {title_of(content)}\n\n{content}", **meta)
-    return (frontmatter.dumps(post, sort_keys=False, allow_unicode=True) + "\n").encode("utf-8")
+    body = f"# {title_of(content)}\n\n{content}"
+    yaml_text = write_front_matter(meta)
+    if yaml_text is None:
+        import frontmatter  # a record outside what write_front_matter covers (hand-added keys)
+
+        text = frontmatter.dumps(
+            frontmatter.Post(body, **meta), sort_keys=False, allow_unicode=True
+        )
+    else:  # python-frontmatter's template, stripped as it strips it
+        text = f"---\n{yaml_text}\n---\n\n{body}".strip()
+    return (text + "\n").encode("utf-8")
 
 
 def parse_fact(data: bytes, path: Path, *, user_id: str, bucket: str) -> dict[str, Any]:

@@ -25,7 +25,7 @@ import re
 from collections.abc import Collection
 from typing import Any, Final
 
-__all__ = ["FrontMatterError", "read_front_matter"]
+__all__ = ["FrontMatterError", "read_front_matter", "write_front_matter"]
 
 # python-frontmatter's YAMLHandler.FM_BOUNDARY (pinned by a test): the same split, without
 # importing python-frontmatter and PyYAML when no file needs them.
@@ -90,6 +90,11 @@ RESOLVERS: Final[dict[str, tuple[tuple[str, re.Pattern[str]], ...]]] = {
     "~": (("null", _NULL),),
     "=": (("value", _VALUE),),
 }
+
+# Strings `write_front_matter` writes itself: no space (so PyYAML never folds them), no quote,
+# no character that needs escaping; PyYAML writes them plain or in single quotes.
+_WRITABLE: Final = re.compile(r"[A-Za-z0-9_@.:+/-]*")
+_PLAIN_KEY: Final = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,63}")
 
 # The spellings PyYAML writes for each type; another spelling of the same type goes to PyYAML.
 _CANONICAL_INT: Final = re.compile(r"-?(?:0|[1-9][0-9]*)")
@@ -208,3 +213,82 @@ def _resolve(plain: str) -> str:
         if pattern.match(plain):
             return kind
     return "str"
+
+
+def write_front_matter(meta: dict[str, Any]) -> str | None:
+    """The YAML python-frontmatter writes for `meta` (without the `---` lines), or None.
+
+    Covers what DeerMem's own records hold: scalars, and lists or mappings of scalars, whose
+    strings `_WRITABLE` takes. None means "not covered": the caller uses PyYAML, so the bytes
+    are PyYAML's either way (a test compares both writers on random hostile records).
+    """
+    lines: list[str] = []
+    for key, value in meta.items():
+        if not _is_plain_key(key):
+            return None
+        if isinstance(value, list | dict) and value:
+            lines.append(f"{key}:")
+            if isinstance(value, list):
+                items = [_write_scalar(item) for item in value]
+                lines.extend(f"- {item}" for item in items)
+            else:
+                if not all(_is_plain_key(name) for name in value):
+                    return None
+                items = [_write_scalar(item) for item in value.values()]
+                lines.extend(f"  {name}: {item}" for name, item in zip(value, items, strict=True))
+            if None in items:
+                return None
+            continue
+        text = "[]" if value == [] else "{}" if value == {} else _write_scalar(value)
+        if text is None:
+            return None
+        lines.append(f"{key}: {text}")
+    return "\n".join(lines)
+
+
+def _is_plain_key(key: Any) -> bool:
+    return isinstance(key, str) and bool(_PLAIN_KEY.fullmatch(key)) and _resolve(key) == "str"
+
+
+def _write_scalar(value: Any) -> str | None:
+    """A scalar as PyYAML's SafeDumper writes it in block context, or None if not covered."""
+    if value is None or isinstance(value, bool):
+        return _WRITTEN_WORDS[value]
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, float):
+        return _write_float(value)
+    if isinstance(value, str) and _WRITABLE.fullmatch(value):
+        return value if _plain_allowed(value) else f"'{value}'"
+    return None
+
+
+_WRITTEN_WORDS: Final[dict[bool | None, str]] = {True: "true", False: "false", None: "null"}
+
+
+def _write_float(value: float) -> str | None:
+    # SafeRepresenter.represent_float, then a plain scalar when it reads back as a float.
+    if value != value:
+        return ".nan"
+    if value in (float("inf"), float("-inf")):
+        return ".inf" if value > 0 else "-.inf"
+    text = repr(value).lower()
+    if "." not in text and "e" in text:
+        text = text.replace("e", ".0e", 1)
+    return text if _resolve(text) == "float" else None
+
+
+def _plain_allowed(text: str) -> bool:
+    """Whether PyYAML's emitter writes this `_WRITABLE` string plain rather than quoted.
+
+    Its rules, for strings without spaces or quotes: not empty, read back as a string, no
+    document marker, no indicator first (`@`; `-`, `:` alone), no `:` last.
+    """
+    return (
+        bool(text)
+        and _resolve(text) == "str"
+        and text[0] != "@"
+        and text not in ("-", ":")
+        and not text.endswith(":")
+        and not text.startswith(("---", "..."))
+    )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import re
 from pathlib import Path
@@ -17,6 +18,7 @@ __all__ = [
     "UserPaths",
     "bucket_name",
     "safe_user_id",
+    "user_paths",
     "validate_fact_id",
 ]
 
@@ -87,3 +89,9 @@ class UserPaths:
 
     def metadata_dir(self, bucket: str) -> Path:
         return self.agents / bucket / ".metadata"
+
+
+@functools.lru_cache(maxsize=4096)
+def user_paths(root: Path, user_key: str) -> UserPaths:
+    """`UserPaths(root, user_key)`, shared: every read builds one, and pathlib joins add up."""
+    return UserPaths(root, user_key)

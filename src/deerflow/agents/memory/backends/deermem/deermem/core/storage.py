@@ -22,6 +22,7 @@ from deerflow.agents.memory.backends.deermem.deermem.config import DeerMemConfig
 from deerflow.agents.memory.backends.deermem.deermem.core.atomic import (
     append_line,
     atomic_write,
+    create_file,
     fsync_dir,
 )
 from deerflow.agents.memory.backends.deermem.deermem.core.changes import (
@@ -42,6 +43,7 @@ from deerflow.agents.memory.backends.deermem.deermem.core.paths import (
     UserPaths,
     bucket_name,
     safe_user_id,
+    user_paths,
 )
 from deerflow.agents.memory.backends.deermem.deermem.migrate import migrate_if_needed
 from deerflow.agents.memory.manager import (
@@ -132,6 +134,8 @@ class FileMemoryStorage(MemoryStorage):
         self._buckets: dict[tuple[str, str], _Bucket] = {}
         # Facts read one by one (search hits) of buckets not read whole, per memory.json state.
         self._singles: dict[tuple[str, str], _Bucket] = {}
+        # Each user's bucket names, per memory.json state (only a commit creates a bucket).
+        self._bucket_names: dict[str, tuple[bytes, tuple[str, ...]]] = {}
 
     # -- reading -------------------------------------------------------------------------------
 
@@ -152,6 +156,7 @@ class FileMemoryStorage(MemoryStorage):
             facts = self._read_bucket(paths, raw_user, bucket)
             self._buckets[(paths.user_key, bucket)] = _Bucket(manifest.raw, facts)
             self._singles.pop((paths.user_key, bucket), None)
+            self._bucket_names.pop(paths.user_key, None)
             return self._snapshot(paths, raw_user, bucket, manifest, facts)
 
     def load_facts(
@@ -207,7 +212,7 @@ class FileMemoryStorage(MemoryStorage):
         if not users.is_dir():
             return
         for directory in sorted(users.iterdir()):
-            paths = UserPaths(self.root, directory.name)
+            paths = user_paths(self.root, directory.name)
             if paths.manifest.exists():
                 user_id = json.loads(paths.manifest.read_bytes()).get("userId")
                 if isinstance(user_id, str):
@@ -238,7 +243,7 @@ class FileMemoryStorage(MemoryStorage):
 
     def _scope(self, user_id: str | None, agent_name: str | None) -> tuple[UserPaths, str, str]:
         raw_user = DEFAULT_USER if user_id is None else user_id
-        return UserPaths(self.root, safe_user_id(raw_user)), raw_user, bucket_name(agent_name)
+        return user_paths(self.root, safe_user_id(raw_user)), raw_user, bucket_name(agent_name)
 
     def user_lock(self, user_id: str | None) -> UserLock:
         """The lock that serialises writers of this user (re-entrant within a thread)."""
@@ -300,13 +305,22 @@ class FileMemoryStorage(MemoryStorage):
             last_updated=document.get("lastUpdated", ""),
             summaries={"user": document["user"], "history": document["history"]},
             facts=facts,
-            buckets=_buckets_of(paths),
+            buckets=self._buckets_of(paths, manifest.raw),
         )
+
+    def _buckets_of(self, paths: UserPaths, manifest: bytes) -> tuple[str, ...]:
+        cached = self._bucket_names.get(paths.user_key)
+        if cached is not None and cached[0] == manifest:
+            return cached[1]
+        names = _buckets_of(paths)
+        self._bucket_names[paths.user_key] = (manifest, names)
+        return names
 
     def _drop_cache(self, user_key: str) -> None:
         for cache in (self._buckets, self._singles):
             for key in [key for key in cache if key[0] == user_key]:
                 del cache[key]
+        self._bucket_names.pop(user_key, None)
 
     # -- writing -------------------------------------------------------------------------------
 
@@ -396,6 +410,8 @@ class FileMemoryStorage(MemoryStorage):
             touched_dirs.add(files[key].parent)
             if data is None:
                 files[key].unlink()
+            elif current[key] is None:
+                create_file(files[key], data)  # a crash leaves a partial file: the journal drops it
             else:
                 atomic_write(files[key], data, sync_dir=False)
         for directory in touched_dirs:
@@ -433,6 +449,10 @@ class FileMemoryStorage(MemoryStorage):
         upserted: list[dict[str, Any]],
     ) -> None:
         """Carry cached buckets over to the new revision instead of re-reading every file."""
+        names = self._bucket_names.get(user_key)
+        if names is not None and names[0] == old_manifest:
+            created = {key[0] for key, data in after.items() if data is not None}
+            self._bucket_names[user_key] = (new_manifest, tuple(sorted({*names[1], *created})))
         records = {(record["agent_name"], record["id"]): record for record in upserted}
         for (cached_user, bucket), cached in list(self._buckets.items()):
             if cached_user != user_key:
