@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import copy
 import operator
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any, Final, NamedTuple
 
 from deerflow.agents.memory.backends.deermem.deermem.context import ContextFact
@@ -16,6 +16,17 @@ __all__ = ["ContextEntry", "RecordViews"]
 
 RECORD_VIEWS_SIZE: Final = 200_000
 _SORT_KEY: Final = operator.attrgetter("sort_key")
+
+
+# A record, its public dict, its normalised content, whether the public dict holds lists.
+_View = tuple[Mapping[str, Any], dict[str, Any], str, bool]
+
+
+def _copy(view: _View) -> dict[str, Any]:
+    _, public, _, has_lists = view
+    if not has_lists:
+        return dict(public)
+    return {key: list(v) if isinstance(v, list) else v for key, v in public.items()}
 
 
 class ContextEntry(NamedTuple):
@@ -34,12 +45,10 @@ class RecordViews:
     """
 
     def __init__(self) -> None:
-        self._views: dict[int, tuple[Mapping[str, Any], dict[str, Any], str, bool]] = {}
+        self._views: dict[int, _View] = {}
         self._context: dict[int, ContextEntry] = {}
 
-    def _view(
-        self, record: Mapping[str, Any]
-    ) -> tuple[Mapping[str, Any], dict[str, Any], str, bool]:
+    def _view(self, record: Mapping[str, Any]) -> _View:
         view = self._views.get(id(record))
         if view is None or view[0] is not record:
             public = public_fact(dict(record))
@@ -50,17 +59,22 @@ class RecordViews:
             self._views[id(record)] = view  # holding `record` keeps its id from being reused
         return view
 
+    def _all(self, records: Iterable[Mapping[str, Any]]) -> list[_View]:
+        """`_view` of each record; the loop is inlined because documents list every fact."""
+        known = self._views.get
+        views = []
+        for record in records:
+            view = known(id(record))
+            views.append(view if view is not None and view[0] is record else self._view(record))
+        return views
+
     def public(self, record: Mapping[str, Any]) -> dict[str, Any]:
         """The contract's fact dict; a copy the caller may change (lists are copied too)."""
-        _, public, _, has_lists = self._view(record)
-        if not has_lists:
-            return dict(public)
-        return {key: list(v) if isinstance(v, list) else v for key, v in public.items()}
+        return _copy(self._view(record))
 
-    def normalized(self, snapshot: MemorySnapshot) -> Iterator[tuple[str, str]]:
+    def normalized(self, snapshot: MemorySnapshot) -> list[tuple[str, str]]:
         """(fact id, normalised content) of every fact in the snapshot."""
-        for fact_id, record in snapshot.facts.items():
-            yield fact_id, self._view(record)[2]
+        return [(view[1]["id"], view[2]) for view in self._all(snapshot.facts.values())]
 
     def by_confidence(self, snapshot: MemorySnapshot) -> list[ContextEntry]:
         """The snapshot's facts, most confident first, then most recently updated.
@@ -90,11 +104,12 @@ class RecordViews:
 
     def document(self, snapshot: MemorySnapshot) -> dict[str, Any]:
         """The memory document of a snapshot (SPEC §5.2), facts sorted by id."""
+        facts = snapshot.facts
         return {
             "version": "2.0",
             "revision": snapshot.revision,
             "lastUpdated": snapshot.last_updated,
             "user": copy.deepcopy(dict(snapshot.summaries["user"])),
             "history": copy.deepcopy(dict(snapshot.summaries["history"])),
-            "facts": [self.public(snapshot.facts[i]) for i in sorted(snapshot.facts)],
+            "facts": [_copy(view) for view in self._all(map(facts.__getitem__, sorted(facts)))],
         }
