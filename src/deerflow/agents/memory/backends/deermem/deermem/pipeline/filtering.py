@@ -26,12 +26,12 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from deerflow.agents.memory.backends.deermem.deermem.pipeline.signals import SignalPatterns
+from deerflow.agents.memory.conversation import message_id
 from deerflow.agents.memory.manager import (
     MessageRole,
     is_harness_message,
     is_hidden,
     is_memory_injection,
-    message_id,
     read_message,
     strip_memory_blocks,
     strip_upload_blocks,
