@@ -21,7 +21,6 @@ __all__ = [
     "is_harness_message",
     "is_hidden",
     "is_memory_injection",
-    "message_id",
     "read_message",
     "strip_memory_blocks",
     "strip_upload_blocks",
@@ -64,12 +63,6 @@ class ConversationMessage:
     calls_tools: bool
 
 
-def message_id(message: Any) -> str | None:
-    """The `message_id` that `read_message` gives `message`, without reading the rest of it."""
-    raw = message.get("id") if isinstance(message, Mapping) else getattr(message, "id", None)
-    return str(raw) if raw not in (None, "") else None
-
-
 def read_message(message: Any) -> ConversationMessage:
     """Reduce a LangChain `BaseMessage` or a message dict to a `ConversationMessage`.
 
@@ -89,7 +82,7 @@ def read_message(message: Any) -> ConversationMessage:
         return ConversationMessage(
             _ROLES.get(kind),
             _text(message.content),
-            message_id(message),
+            message.id or None,
             extra,
             any(calls) or _legacy_tool_call(extra),
         )
@@ -97,10 +90,11 @@ def read_message(message: Any) -> ConversationMessage:
         raw_extra = message.get("additional_kwargs")
         extra = dict(raw_extra) if isinstance(raw_extra, Mapping) else {}
         calls = (message.get("tool_calls"), message.get("function_call"))
+        raw_id = message.get("id")
         return ConversationMessage(
             _ROLES.get(str(message.get("role", message.get("type")))),
             _text(message.get("content")),
-            message_id(message),
+            str(raw_id) if raw_id not in (None, "") else None,
             extra,
             any(calls) or _legacy_tool_call(extra),
         )

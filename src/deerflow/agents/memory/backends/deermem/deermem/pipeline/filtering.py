@@ -26,7 +26,6 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from deerflow.agents.memory.backends.deermem.deermem.pipeline.signals import SignalPatterns
-from deerflow.agents.memory.conversation import message_id
 from deerflow.agents.memory.manager import (
     MessageRole,
     is_harness_message,
@@ -191,6 +190,6 @@ def messages_after(messages: Sequence[Any], identity: str) -> Sequence[Any] | No
     if identity.startswith(_HASH_PREFIX):
         return None
     for index in range(len(messages) - 1, -1, -1):
-        if message_id(messages[index]) == identity:
+        if read_message(messages[index]).message_id == identity:
             return messages[index + 1 :]
     return None
