@@ -21,10 +21,12 @@ What it measures (times in ms; every series reports n, p50, p95, p99):
 * a full `reindex` of the 10^5 store in a fresh child process (3 runs): wall time and peak RSS;
 * cold start: a fresh interpreter to its first get_context answer at 100 and 500 facts;
 * add(): `manager.add(thread_id, messages, user_id=...)` with a 10-turn LangChain conversation, a
-  new thread per call and threads growing by one turn per call (600 s debounce: no extraction
-  runs meanwhile), split into the durable `queue.put` and the rest (filtering);
+  new thread per call, and threads of 10, 50, 100 and 200 turns growing by one turn per call,
+  with nothing extracted yet and right after an extraction (600 s debounce: no extraction runs
+  while add() is timed), wall and CPU time, split into the durable queue and the rest (filtering);
 * one extraction: `manager.shutdown_flush` of exactly one queued item with the tests' scripted
-  chat model (a fixed valid reply, at once): the pipeline's own cost, without an LLM.
+  chat model (a fixed valid reply, at once): the pipeline's own cost, without an LLM, alone and
+  end to end (the add() that queued the item, plus its processing, less the model's invoke).
 
 The original DeerMem cannot run here: its numbers come from `benchmarks/recorded.py`, quoted
 from the reference file, and are labelled as recorded wherever they appear.
@@ -108,8 +110,9 @@ class Plan:
     reindex_runs: int
     workers: int
     add_new_threads: int  # add() of a new 10-turn thread, timed
-    grow_threads: int  # threads that each grow by one turn per add() ...
-    grow_adds: int  # ... this many times, from 10 turns
+    thread_turns: tuple[int, ...]  # threads given this many turns (untimed), then ...
+    long_threads: int  # ... this many threads of each length ...
+    long_adds: int  # ... each grown by one turn per timed add(), this many times
     extraction_items: int  # queued items processed one by one with the scripted model
     extraction_prefill: int  # facts the extracting user holds before the first item
     embeddings: bool = False  # `--embeddings`: every manager runs with retrieval_embeddings
@@ -134,8 +137,9 @@ FULL = Plan(
     reindex_runs=3,
     workers=2,
     add_new_threads=2000,
-    grow_threads=25,
-    grow_adds=40,
+    thread_turns=(10, 50, 100, 200),
+    long_threads=20,
+    long_adds=10,
     extraction_items=100,
     extraction_prefill=100,
 )
@@ -158,8 +162,9 @@ QUICK = Plan(
     reindex_runs=2,
     workers=2,
     add_new_threads=100,
-    grow_threads=2,
-    grow_adds=10,
+    thread_turns=(10, 50),
+    long_threads=2,
+    long_adds=5,
     extraction_items=10,
     extraction_prefill=20,
 )
@@ -738,19 +743,42 @@ def with_cpu(call: Callable[[int], object], into: list[float]) -> Callable[[int]
     return timed
 
 
-def split_put(times: list[float], puts: list[float]) -> dict[str, float]:
-    """Median ms of the durable put and of the rest of add() (filtering, turn dicts)."""
+QUEUE_CALLS = ("put", "extend", "cursor")  # `extend` and `cursor` exist since 5.6's chunks
+
+
+def split_queue(times: list[float], queued: list[float]) -> dict[str, float]:
+    """Median ms of the queue's calls (SQLite) and of the rest of add() (filtering, turn dicts)."""
     return {
-        "queue.put (SQLite commit)": summarize(puts)["p50"],
+        "queue (SQLite)": summarize(queued)["p50"],
         "other (filter, turn dicts, key)": summarize(
-            [t - q for t, q in zip(times, puts, strict=True)]
+            [t - q for t, q in zip(times, queued, strict=True)]
         )["p50"],
     }
 
 
+def timed_adds(
+    count: int, add: Callable[[int], object], before: Callable[[int], None], spent: Spent
+) -> dict[str, Any]:
+    """`count` timed calls of `add`: wall and CPU time, and the queue's share of each call."""
+    queued: list[float] = []
+
+    def prepare(i: int) -> None:
+        spent.take()  # whatever `before` and the untimed calls queued is not this call's
+        before(i)
+        spent.take()
+
+    def call(i: int) -> None:
+        add(i)
+        queued.append(sum(spent.take().values()))
+
+    cpu: list[float] = []
+    wall = time_calls(count, with_cpu(call, cpu), before=prepare)
+    return summarize(wall) | {"cpu": summarize(cpu), "components_p50": split_queue(wall, queued)}
+
+
 def bench_add(plan: Plan, root: Path, log: Log) -> dict[str, Any]:
-    """add() through the manager: a new 10-turn thread per call, and threads growing by a turn."""
-    manager, extractions = pipeline_manager(root)
+    """add() through the manager: new 10-turn threads, then long threads growing by a turn."""
+    manager, extractions = pipeline_manager(root, ScriptedModel(responses=[reply()]))
     user = "adder"
     rng = random.Random("add")
     messages = chat_messages("first", rng, ADD_TURNS)
@@ -762,75 +790,60 @@ def bench_add(plan: Plan, root: Path, log: Log) -> dict[str, Any]:
     manager.cancel_pending(user_id=user)
     queue = manager._writer.queue
     spent = Spent()
-    spent.wrap(queue, "put", "put")
+    for name in QUEUE_CALLS:
+        if hasattr(queue, name):
+            spent.wrap(queue, name, name)
     current: dict[str, Any] = {}
-    puts: list[float] = []
 
     def new_thread(i: int) -> None:
-        previous = spent.take().get("put", 0.0)  # the put inside the last timed add()
-        if i:
-            puts.append(previous)
         if i and i % DRAIN_EVERY == 0:
             manager.cancel_pending(user_id=user)
-        current["messages"] = chat_messages(f"new{i}", rng, ADD_TURNS)
+        current["thread"] = f"new{i}"
+        current["messages"] = chat_messages(current["thread"], rng, ADD_TURNS)
 
-    new_cpu: list[float] = []
-    new = time_calls(
-        plan.add_new_threads,
-        with_cpu(lambda i: manager.add(f"new{i}", current["messages"], user_id=user), new_cpu),
-        before=new_thread,
-    )
-    puts.append(spent.take().get("put", 0.0))
-    new_puts, puts = puts, []
+    def add(i: int) -> None:
+        manager.add(current["thread"], current["messages"], user_id=user)
+
+    new = timed_adds(plan.add_new_threads, add, new_thread, spent)
     manager.cancel_pending(user_id=user)
-    lengths: list[int] = []
 
-    def grow(i: int) -> None:
-        previous = spent.take().get("put", 0.0)  # the put inside the last timed add()
-        if i:
-            puts.append(previous)
-        thread, step = divmod(i, plan.grow_adds)
-        if step == 0:
-            current["thread"] = f"grow{thread}"
-            current["messages"] = chat_messages(current["thread"], rng, ADD_TURNS)
-            manager.add(current["thread"], current["messages"], user_id=user)  # untimed
-            spent.take()
-        current["messages"] += chat_messages(current["thread"], rng, 1, first=ADD_TURNS + step)
-        lengths.append(ADD_TURNS + step + 1)
+    def long_thread(turns: int, extracted: bool) -> Callable[[int], None]:
+        """Before each call: a new thread of `turns` turns every `long_adds` calls, one more turn
+        otherwise; with `extracted`, everything queued before the call is extracted first."""
 
-    grown_cpu: list[float] = []
-    grown = time_calls(
-        plan.grow_threads * plan.grow_adds,
-        with_cpu(
-            lambda i: manager.add(current["thread"], current["messages"], user_id=user), grown_cpu
-        ),
-        before=grow,
-    )
-    puts.append(spent.take().get("put", 0.0))
+        def before(i: int) -> None:
+            thread, step = divmod(i, plan.long_adds)
+            if step == 0:
+                current["thread"] = f"long{turns}-{extracted:d}-{thread}"
+                current["messages"] = chat_messages(current["thread"], rng, turns)
+                manager.add(current["thread"], current["messages"], user_id=user)
+            if extracted and not manager.shutdown_flush(60):
+                raise RuntimeError(f"not extracted: {extractions[-1:]}")
+            current["messages"] += chat_messages(current["thread"], rng, 1, first=turns + step)
+
+        return before
+
+    count = plan.long_threads * plan.long_adds
+    by_turns: dict[str, dict[str, Any]] = {}
+    for turns in plan.thread_turns:
+        by_turns[str(turns)] = {"pending": timed_adds(count, add, long_thread(turns, False), spent)}
+    during = len(extractions)
+    for turns in plan.thread_turns:
+        by_turns[str(turns)]["extracted"] = timed_adds(count, add, long_thread(turns, True), spent)
+    manager.cancel_pending(user_id=user)
     spent.restore()
-    pending = len(queue.pending())
     manager.close()
-    by_length: dict[str, Any] = {}
-    for lo in range(ADD_TURNS + 1, ADD_TURNS + plan.grow_adds + 1, 10):
-        band = [i for i, n in enumerate(lengths) if lo <= n < lo + 10]
-        if band:
-            by_length[f"{lo}-{lo + 9}"] = summarize([grown[i] for i in band]) | {
-                "cpu": summarize([grown_cpu[i] for i in band])
-            }
+    longest = by_turns[str(max(plan.thread_turns))]["pending"]
     log(
-        f"add(): new thread p99 {summarize(new)['p99']:.3f} ms "
-        f"(CPU {summarize(new_cpu)['p99']:.3f}), growing thread p99 "
-        f"{summarize(grown)['p99']:.3f} ms (CPU {summarize(grown_cpu)['p99']:.3f})"
+        f"add(): new thread p99 {new['p99']:.3f} ms (CPU {new['cpu']['p99']:.3f}), "
+        f"{max(plan.thread_turns)} turns pending p99 {longest['p99']:.3f} ms "
+        f"(CPU {longest['cpu']['p99']:.3f})"
     )
     return {
         "first_add_ms": first_ms,
-        "new_thread": summarize(new) | {"components_p50": split_put(new, new_puts)},
-        "new_thread_cpu": summarize(new_cpu),
-        "same_thread_growing": summarize(grown) | {"components_p50": split_put(grown, puts)},
-        "same_thread_growing_cpu": summarize(grown_cpu),
-        "same_thread_by_turns": by_length,
-        "extractions_during_measurement": len(extractions),
-        "pending_at_end": pending,
+        "new_thread": new,
+        "by_turns": by_turns,
+        "extractions_during_measurement": during,
         "conversation": {
             "turns": ADD_TURNS,
             "messages": len(messages),
@@ -838,15 +851,17 @@ def bench_add(plan: Plan, root: Path, log: Log) -> dict[str, Any]:
         },
         "settings": PIPELINE_SETTINGS | {"queue_max_depth": 1000, "synchronous": "NORMAL"},
         "note": (
-            "manager.add(thread_id, messages, user_id=...) with a 10-turn conversation (20 "
-            "HumanMessage/AIMessage with ids, ~8.4k chars); new_thread: a new thread per call, the "
-            f"queue drained (untimed) every {DRAIN_EVERY} calls so it holds 0-{DRAIN_EVERY - 1} "
-            f"items; same_thread_growing: {plan.grow_threads} threads, each given its 10 turns "
-            f"(untimed), then {plan.grow_adds} adds of the conversation grown by one turn each "
-            "(11-50 turns); no extraction runs (600 s debounce), so no watermark trims the "
-            "stored turns; the worker thread runs. first_add_ms opens the journal. "
-            "components: queue.put timed by a wrapper during the series, the rest is add() minus "
-            "it; *_cpu: the calling thread's CPU time in the same calls (time.thread_time)"
+            "manager.add(thread_id, messages, user_id=...) with LangChain messages with ids "
+            f"(a {ADD_TURNS}-turn conversation is {len(messages)} HumanMessage/AIMessage, ~8.4k "
+            f"chars); new_thread: a new {ADD_TURNS}-turn thread per call, the queue drained "
+            f"(untimed) every {DRAIN_EVERY} calls; by_turns[N]: {plan.long_threads} threads given "
+            f"N turns (untimed), then {plan.long_adds} timed adds each of the conversation grown "
+            "by one turn; pending: nothing extracted (600 s debounce), so every turn is queued; "
+            "extracted: an untimed shutdown_flush (instant scripted model) before each add, so "
+            "only the new turn is after the watermark. The worker thread runs. first_add_ms "
+            "opens the journal. cpu: the calling thread's CPU time in the same calls "
+            "(time.thread_time); components: the queue's calls (put, extend, cursor) timed by a "
+            "wrapper, the rest is add() minus them"
         ),
     }
 
@@ -866,9 +881,13 @@ def bench_extraction(plan: Plan, root: Path, log: Log) -> dict[str, Any]:
     totals: list[float] = []
     parts: list[dict[str, float]] = []
     invokes: list[float] = []
+    adds: list[float] = []
     for i in range(count):
         thread = f"x{i}"
-        manager.add(thread, chat_messages(thread, rng, ADD_TURNS), user_id=EXTRACT_USER)
+        conversation = chat_messages(thread, rng, ADD_TURNS)
+        start = time.perf_counter()
+        manager.add(thread, conversation, user_id=EXTRACT_USER)
+        add_ms = (time.perf_counter() - start) * 1000
         time.sleep(0.002)  # let the worker, woken by the put, go back to sleep
         spent.take()
         TimedModel.spent_ms.clear()
@@ -886,6 +905,7 @@ def bench_extraction(plan: Plan, root: Path, log: Log) -> dict[str, Any]:
             totals.append(elapsed)
             parts.append(part)
             invokes.append(sum(TimedModel.spent_ms))
+            adds.append(add_ms)
     spent.restore()
     facts_after = len(manager._storage.load(EXTRACT_USER, None).facts)
     manager.close()
@@ -900,6 +920,12 @@ def bench_extraction(plan: Plan, root: Path, log: Log) -> dict[str, Any]:
         "items": len(totals),
         "processing": summarize(totals),
         "model_invoke": summarize(invokes),
+        "processing_without_model": summarize(
+            [t - m for t, m in zip(totals, invokes, strict=True)]
+        ),
+        "end_to_end_without_model": summarize(
+            [a + t - m for a, t, m in zip(adds, totals, invokes, strict=True)]
+        ),
         "components_p50": components,
         "succeeded": sum(1 for e in measured if e.get("success")),
         "facts_before": plan.extraction_prefill,
@@ -912,6 +938,8 @@ def bench_extraction(plan: Plan, root: Path, log: Log) -> dict[str, Any]:
             "and commit (files + history + index), delete the item and advance the watermark. "
             "The model is the tests' ScriptedModel returning a fixed valid reply (one new fact, a "
             "different one per item) at once; its invoke time is included and reported apart. "
+            "processing_without_model: processing less the invoke; end_to_end_without_model: "
+            "the add() that queued the item (timed) plus its processing, less the invoke. "
             f"The user holds {plan.extraction_prefill} facts before the first item and one more "
             f"after each; {EXTRACTION_WARMUP} untimed items first"
         ),

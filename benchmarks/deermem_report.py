@@ -252,31 +252,15 @@ def rows(results: dict[str, Any]) -> list[dict[str, Any]]:
         add = s["add"]
         turns = add["conversation"]["turns"]
         cpu = "  CPU time of the calling thread"
-        out.append(
-            _row("add", "add/new_thread", f"add(), new {turns}-turn thread", add["new_thread"])
-        )
-        if "new_thread_cpu" in add:  # not in runs before CPU time was measured
-            out.append(_row("add", "add/new_thread/cpu", cpu, add["new_thread_cpu"]))
-        by_turns = add["same_thread_by_turns"]
-        span = f"{min(by_turns, key=_lo).split('-')[0]}-{max(by_turns, key=_lo).split('-')[1]}"
-        out.append(
-            _row(
-                "add",
-                "add/same_thread_growing",
-                f"add(), same thread growing a turn a call ({span} turns)",
-                add["same_thread_growing"],
-            )
-        )
-        if "same_thread_growing_cpu" in add:
-            out.append(
-                _row("add", "add/same_thread_growing/cpu", cpu, add["same_thread_growing_cpu"])
-            )
-        for band, entry in sorted(by_turns.items(), key=lambda item: _lo(item[0])):
-            out.append(
-                _row("add", f"add/same_thread/{band}", f"  of those, at {band} turns", entry)
-            )
-            if "cpu" in entry:
-                out.append(_row("add", f"add/same_thread/{band}/cpu", f"  {cpu}", entry["cpu"]))
+        new = add["new_thread"]
+        out.append(_row("add", "add/new_thread", f"add(), new {turns}-turn thread", new))
+        out.append(_row("add", "add/new_thread/cpu", cpu, new["cpu"]))
+        for length, states in add["by_turns"].items():
+            for state, entry in states.items():
+                title = _ADD_STATES[state]
+                label = f"add(), {length}-turn thread growing a turn a call, {title}"
+                out.append(_row("add", f"add/{length}_turns/{state}", label, entry))
+                out.append(_row("add", f"add/{length}_turns/{state}/cpu", cpu, entry["cpu"]))
     if "extraction" in s:
         extraction = s["extraction"]
         out.append(
@@ -296,11 +280,15 @@ def rows(results: dict[str, Any]) -> list[dict[str, Any]]:
                 extraction["model_invoke"],
             )
         )
+        for key, label in (
+            ("processing_without_model", "  the extraction less the model's invoke"),
+            ("end_to_end_without_model", "add() + the extraction, less the model's invoke"),
+        ):
+            out.append(_row("add", f"extraction/{key}", label, extraction[key]))
     return out
 
 
-def _lo(band: str) -> int:
-    return int(band.split("-")[0])
+_ADD_STATES = {"pending": "nothing extracted", "extracted": "the rest extracted"}
 
 
 def _target(name: str, value: float, limit: float, unit: str, detail: str = "") -> dict[str, Any]:
@@ -438,14 +426,14 @@ def targets(results: dict[str, Any]) -> list[dict[str, Any]]:
     if "add" in s:
         add = s["add"]
         turns = add["conversation"]["turns"]
-        for key, label in (
-            ("new_thread", f"a new {turns}-turn thread"),
-            ("same_thread_growing", "the same thread, growing a turn a call"),
+        longest = max(add["by_turns"], key=int)
+        for entry, label in (
+            (add["new_thread"], f"a new {turns}-turn thread"),
+            (add["by_turns"][longest]["pending"], f"a {longest}-turn thread, nothing extracted"),
         ):
-            p99 = add[key]["p99"]
-            detail = f"p50 {add[key]['p50']:.3f} ms"
-            if f"{key}_cpu" in add:
-                detail += f"; CPU time of the calling thread: p99 {add[f'{key}_cpu']['p99']:.3f} ms"
+            p99 = entry["p99"]
+            detail = f"p50 {entry['p50']:.3f} ms; CPU time of the calling thread: "
+            detail += f"p99 {entry['cpu']['p99']:.3f} ms"
             out.append(
                 _target(f"add() p99 < 1 ms, {label}", p99, 1.0, "ms", detail) | {"met": p99 < 1.0}
             )
@@ -564,8 +552,12 @@ def _pipeline_rows(results: dict[str, Any]) -> list[tuple[str, str]]:
     s = results["sections"]
     lines: list[tuple[str, str]] = []
     if "add" in s:
-        for key, title in (("new_thread", "new thread"), ("same_thread_growing", "growing thread")):
-            entry = s["add"][key]
+        add = s["add"]
+        longest = max(add["by_turns"], key=int)
+        for entry, title in (
+            (add["new_thread"], "new thread"),
+            (add["by_turns"][longest]["pending"], f"{longest}-turn thread, nothing extracted"),
+        ):
             lines.append((f"add(), {title}, p50", _fmt(entry["p50"])))
             lines += [(f"  {name}", _fmt(value)) for name, value in entry["components_p50"].items()]
         lines.append(
@@ -585,6 +577,12 @@ def _pipeline_rows(results: dict[str, Any]) -> list[tuple[str, str]]:
         lines += [
             (f"  {name}", _fmt(value)) for name, value in extraction["components_p50"].items()
         ]
+        lines.append(
+            (
+                "add() + one extraction, less the model's invoke, p50",
+                _fmt(extraction["end_to_end_without_model"]["p50"]),
+            )
+        )
     return lines
 
 

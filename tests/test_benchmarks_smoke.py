@@ -104,19 +104,25 @@ def test_quick_benchmark_writes_every_section(tmp_path: Path) -> None:
     assert s["cold_start"]["import_profile"]["top_packages"]
     add = s["add"]
     assert add["extractions_during_measurement"] == 0, "add() must be timed without extractions"
-    for series in ("new_thread", "same_thread_growing"):
-        assert_stats(add[series])
-        assert_stats(add[f"{series}_cpu"])
-        assert "queue.put (SQLite commit)" in add[series]["components_p50"]
-    assert add["same_thread_by_turns"]
+    series = [add["new_thread"]]
+    assert list(add["by_turns"]) == [str(n) for n in results["plan"]["thread_turns"]]
+    for states in add["by_turns"].values():
+        assert set(states) == {"pending", "extracted"}
+        series += states.values()
+    for entry in series:
+        assert_stats(entry)
+        assert_stats(entry["cpu"])
+        assert "queue (SQLite)" in entry["components_p50"]
     assert add["conversation"]["turns"] == 10
     extraction = s["extraction"]
-    assert_stats(extraction["processing"])
-    assert_stats(extraction["model_invoke"])
+    for key in ("processing", "model_invoke", "processing_without_model"):
+        assert_stats(extraction[key])
+    assert_stats(extraction["end_to_end_without_model"])
     assert extraction["succeeded"] == extraction["items"] == results["plan"]["extraction_items"]
     assert extraction["facts_after"] - extraction["facts_before"] > extraction["items"]
     keys = {row["key"] for row in results["rows"]}
-    assert {"add/new_thread", "add/same_thread_growing", "extraction/processing"} <= keys
+    assert {"add/new_thread", "add/10_turns/pending", "extraction/processing"} <= keys
+    assert "extraction/end_to_end_without_model" in keys
     assert sum(target["target"].startswith("add() p99") for target in results["targets"]) == 2
 
     assert results["rows"]

@@ -3,6 +3,10 @@
 python -m tests.deermem.queue_child put-loop JOURNAL PREFIX
     puts conversations of threads PREFIX0, PREFIX1, ... (debounce 60 s, so none is processed)
     and prints each number once its put has returned, until killed.
+python -m tests.deermem.queue_child grow JOURNAL RECORD THREAD
+    puts the first 2 turns of THREAD, then extends it by one turn at a time, printing the number
+    of turns once each call has returned, until killed; its worker extracts along the way
+    (debounce 10 ms, at most 50 ms), recording each item in RECORD.
 python -m tests.deermem.queue_child stall JOURNAL RECORD
     puts one urgent item, records it in RECORD when `process` starts, prints "processing"
     and never returns from `process`, until killed.
@@ -40,10 +44,11 @@ def identity(turn: dict[str, Any]) -> str:
 
 
 def recorder(record: Path) -> Any:
-    """A `process` callback appending `pid thread_id turns` lines to `record`."""
+    """A `process` callback appending `pid thread_id turns first_id last_id` lines to `record`."""
 
     def process(item: QueueItem) -> None:
-        line = f"{os.getpid()} {item.key.thread_id} {len(item.turns)}\n"
+        ends = f"{identity(item.turns[0])} {identity(item.turns[-1])}"
+        line = f"{os.getpid()} {item.key.thread_id} {len(item.turns)} {ends}\n"
         fd = os.open(record, os.O_WRONLY | os.O_APPEND | os.O_CREAT)
         try:
             os.write(fd, line.encode())  # one O_APPEND write: lines of two processes never mix
@@ -62,6 +67,28 @@ def put_loop(journal: Path, prefix: str) -> None:
         queue.put(QueueKey(f"{prefix}{n}", "crash"), conversation(4), signals=["goal"])
         print(n, flush=True)
         n += 1
+
+
+def grow(journal: Path, record: Path, thread: str) -> None:
+    record_item = recorder(record)
+
+    def process(item: QueueItem) -> None:
+        record_item(item)
+        time.sleep(0.002)  # an LLM call takes a while: let kills land inside it too
+
+    queue = DurableQueue(
+        journal, process=process, identity=identity, debounce_seconds=0.01, max_wait_seconds=0.05
+    )
+    key = QueueKey(thread, "crash")
+    queue.put(key, conversation(2))
+    print(2, flush=True)
+    n = 2
+    while True:
+        turn = {"id": f"m{n}", "role": "user" if n % 2 == 0 else "assistant", "text": f"turn {n}"}
+        if not queue.extend(key, [turn], after=f"m{n - 1}"):
+            raise AssertionError(f"m{n - 1} is not the cursor of {key}")
+        n += 1
+        print(n, flush=True)
 
 
 def stall(journal: Path, record: Path) -> None:
@@ -98,6 +125,8 @@ if __name__ == "__main__":
     command, *args = sys.argv[1:]
     if command == "put-loop":
         put_loop(Path(args[0]), args[1])
+    elif command == "grow":
+        grow(Path(args[0]), Path(args[1]), args[2])
     elif command == "stall":
         stall(Path(args[0]), Path(args[1]))
     else:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import logging
 import os
+import random
+import re
 import signal
 import subprocess
 import sys
@@ -71,6 +73,63 @@ def test_adds_within_the_debounce_make_one_call_and_later_ones_see_only_new_turn
     manager.close()
 
 
+def sent_questions() -> list[int]:
+    """The numbers of the questions in every prompt so far, in the order they were sent."""
+    text = "".join(conversation_text(prompt) for prompt in ScriptedModel.prompts)
+    return [int(n) for n in re.findall(r"question (\d+)", text)]
+
+
+def test_a_200_turn_thread_sends_each_turn_to_extraction_once(tmp_path: Path) -> None:
+    manager = make(tmp_path, [reply()])
+    messages: list[Any] = []
+    for i in range(200):
+        messages += turn(i)
+        manager.add("long", list(messages), user_id="u")
+        if i % 23 == 22:
+            assert manager.shutdown_flush(10) is True
+    assert manager.shutdown_flush(10) is True
+    assert len(ScriptedModel.prompts) == 9
+    assert sent_questions() == list(range(200)), "exactly the turns after the watermark, once"
+    manager.close()
+
+
+class Unreadable:
+    """A message that fails the test if add() so much as looks at it."""
+
+    def __getattribute__(self, name: str) -> Any:
+        raise AssertionError(f"add() read .{name} of a message it had queued already")
+
+
+def test_add_reads_only_the_messages_after_the_last_queued_turn(tmp_path: Path) -> None:
+    manager = make(tmp_path, [reply()])
+    manager.add("t", turn(1) + turn(2), user_id="u")
+    # The turns queued already, but for the last, stand in for a long history.
+    history: list[Any] = [Unreadable() for _ in range(500)]
+    manager.add("t", [*history, turn(2)[1], *turn(3)], user_id="u")
+    (item,) = manager._writer.queue.pending()
+    assert [t["text"] for t in item.turns[-3:]] == ["answer 2", "question 3", "answer 3"]
+    assert manager.shutdown_flush(5) is True
+    manager.add("t", [*history, turn(3)[1], *turn(4)], user_id="u")  # after the watermark
+    assert manager.shutdown_flush(5) is True
+    assert sent_questions() == [1, 2, 3, 4]
+    manager.close()
+
+
+def test_a_reply_regenerated_before_extraction_replaces_the_queued_one(tmp_path: Path) -> None:
+    manager = make(tmp_path, [reply()])
+    manager.add("t", turn(1) + turn(2), user_id="u")
+    regenerated = [*turn(1), turn(2)[0], AIMessage("a better answer", id="a2-again")]
+    manager.add("t", regenerated, user_id="u")
+    (item,) = manager._writer.queue.pending()
+    assert [t["text"] for t in item.turns] == [
+        "question 1",
+        "answer 1",
+        "question 2",
+        "a better answer",
+    ]
+    manager.close()
+
+
 def test_add_returns_before_any_extraction(tmp_path: Path) -> None:
     manager = make(tmp_path, [reply({"content": "x"})], debounce_seconds=30)
     manager.add("t", turn(1), user_id="u")
@@ -133,6 +192,43 @@ def test_a_conversation_queued_by_a_killed_process_is_extracted_once(tmp_path: P
     assert contents(manager) == ["Uses the fish shell"]
     assert manager.shutdown_flush(10) is True
     assert len(ScriptedModel.prompts) == 1, "nothing is extracted twice"
+    manager.close()
+
+
+def test_a_thread_growing_in_a_killed_process_loses_no_acknowledged_turn(tmp_path: Path) -> None:
+    settings = {"storage_path": str(tmp_path), "debounce_seconds": 60}
+    script = (
+        "from langchain_core.messages import AIMessage, HumanMessage\n"
+        "from deerflow.agents.memory.backends.deermem import DeerMemMemoryManager\n"
+        f"m = DeerMemMemoryManager.from_config({settings!r})\n"
+        "messages = []\n"
+        "for i in range(100_000):\n"
+        "    messages += [HumanMessage(f'question {i}', id=f'h{i}'),"
+        " AIMessage(f'answer {i}', id=f'a{i}')]\n"
+        "    m.add('long', messages, user_id='u')\n"
+        "    print(i + 1, flush=True)\n"
+    )
+    child = subprocess.Popen(
+        [sys.executable, "-c", script],
+        stdout=subprocess.PIPE,
+        text=True,
+        cwd=REPO,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+    )
+    assert child.stdout is not None
+    assert child.stdout.readline() == "1\n"
+    time.sleep(random.Random(3).uniform(0.1, 0.3))
+    child.send_signal(signal.SIGKILL)
+    child.wait()
+    acknowledged = int(["1", *child.stdout.read().split()][-1])
+    assert acknowledged > 20, "the child grew its thread for a while"
+
+    manager = make(tmp_path, [reply()])
+    assert manager.shutdown_flush(10) is True
+    assert len(ScriptedModel.prompts) == 1
+    sent = sent_questions()
+    assert sent == list(range(len(sent)))
+    assert len(sent) in (acknowledged, acknowledged + 1)  # the add in flight may have committed
     manager.close()
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import random
@@ -20,6 +21,7 @@ from typing import Any
 import pytest
 
 from deerflow.agents.memory.backends.deermem.deermem.pipeline.queue import (
+    MIGRATIONS,
     DurableQueue,
     QueueFullError,
     QueueItem,
@@ -181,6 +183,54 @@ def test_the_watermark_sends_only_turns_after_the_last_extraction(
     assert queue.pending()[0].turns == conversation(7)[4:]
     assert queue.flush(5)
     assert [item.turns for item in recorder.items] == [conversation(4), conversation(7)[4:]]
+
+
+def test_a_200_turn_thread_extended_turn_by_turn_sends_each_turn_once(
+    make_queue: MakeQueue, recorder: Recorder
+) -> None:
+    queue = make_queue()
+    thread = conversation(200)
+    assert queue.cursor(KEY) is None
+    queue.put(KEY, thread[:2])
+    for n in range(2, 200):
+        assert queue.cursor(KEY) == f"m{n - 1}"  # the last turn queued, or else extracted
+        assert queue.extend(KEY, [thread[n]], after=f"m{n - 1}")
+        if n % 37 == 0:
+            assert queue.flush(5)  # an extraction now and then moves the watermark
+    assert queue.flush(5)
+    assert len(recorder.items) == 6
+    assert [turn for item in recorder.items for turn in item.turns] == thread
+    assert queue.cursor(KEY) == "m199"
+
+
+def test_extend_after_a_turn_that_is_not_the_last_queued_writes_nothing(
+    make_queue: MakeQueue, recorder: Recorder
+) -> None:
+    queue = make_queue(max_depth=1)
+    queue.put(KEY, conversation(4))
+    assert not queue.extend(KEY, conversation(6)[3:], after="m2")  # another add came first
+    assert queue.pending()[0].turns == conversation(4)
+    assert queue.flush(5)
+    queue.put(OTHER, conversation(2))
+    with pytest.raises(QueueFullError):
+        queue.extend(KEY, conversation(6)[4:], after="m3")  # a new item, like a new key's put
+    assert queue.cancel_pending(user_id="alice") == 1
+    assert queue.cursor(KEY) is None  # the watermark went with the agent
+    assert not queue.extend(KEY, conversation(6)[4:], after="m3")
+
+
+def test_turns_appended_while_their_key_is_processed_are_processed_next_alone(
+    make_queue: MakeQueue, recorder: Recorder
+) -> None:
+    queue = make_queue(**real_time(debounce_seconds=0.0))
+    recorder.gate = threading.Event()
+    queue.put(KEY, conversation(4))
+    assert recorder.entered.wait(10)
+    assert queue.extend(KEY, conversation(6)[4:], after="m3")
+    recorder.gate.set()
+    assert recorder.called.wait(10)
+    assert queue.flush(10)
+    assert [item.turns for item in recorder.items] == [conversation(4), conversation(6)[4:]]
 
 
 def test_a_compacted_conversation_is_sent_whole(make_queue: MakeQueue, recorder: Recorder) -> None:
@@ -451,6 +501,28 @@ def test_puts_racing_the_worker_extract_every_turn_exactly_once(
         assert sent == conversation(120)
 
 
+def test_items_of_a_journal_written_before_turns_were_chunked_are_kept(
+    journal: Path, make_queue: MakeQueue, recorder: Recorder
+) -> None:
+    journal.parent.mkdir(parents=True)
+    with closing(sqlite3.connect(journal, isolation_level=None)) as conn:
+        conn.execute("CREATE TABLE migrations (version INTEGER PRIMARY KEY)")
+        for statement in MIGRATIONS[0]:
+            conn.execute(statement)
+        conn.execute("INSERT INTO migrations (version) VALUES (1)")
+        conn.execute(
+            "INSERT INTO items (key, user_id, urgent, turns, signals, first_at, last_at, due_at)"
+            " VALUES (?, 'alice', 0, ?, '[\"goal\"]', 0, 0, 0)",
+            (json.dumps(KEY), json.dumps(conversation(3))),
+        )
+    queue = make_queue()
+    (item,) = queue.pending()
+    assert (item.turns, item.signals) == (conversation(3), ["goal"])
+    assert queue.extend(KEY, conversation(5)[3:], after="m2")
+    assert queue.flush(5)
+    assert recorder.items[0].turns == conversation(5)
+
+
 def test_a_corrupt_journal_is_reported_not_reset(tmp_path: Path) -> None:
     path = tmp_path / "pending.sqlite3"
     path.write_bytes(b"not a database" * 100)
@@ -467,6 +539,43 @@ def child(*args: str) -> subprocess.Popen[str]:
         cwd=REPO,
         env=ENV,
     )
+
+
+def test_sigkill_between_turns_loses_no_acknowledged_turn_and_repeats_none(
+    tmp_path: Path, journal: Path, make_queue: MakeQueue, recorder: Recorder
+) -> None:
+    rng = random.Random(7)
+    for round_ in range(3):
+        record, thread = tmp_path / f"record-{round_}.txt", f"grow{round_}"
+        grower = child("grow", str(journal), str(record), thread)
+        assert grower.stdout is not None
+        assert grower.stdout.readline() == "2\n"
+        time.sleep(rng.uniform(0.1, 0.4))
+        grower.send_signal(signal.SIGKILL)
+        grower.wait()
+        acknowledged = int(["2", *grower.stdout.read().split()][-1])
+        # The first and last turn of each item the child extracted, then what it left queued.
+        extracted = [
+            [int(turn_id[1:]) for turn_id in line.split()[3:]]
+            for line in record.read_text().splitlines()
+        ]
+        assert len(extracted) > 3, "the child extracted along the way"
+        before = len(recorder.items)
+        assert make_queue().flush(10)
+        done = [n for first, last in extracted for n in range(first, last + 1)]
+        left = [int(turn["id"][1:]) for item in recorder.items[before:] for turn in item.turns]
+        assert {item.key.thread_id for item in recorder.items[before:]} <= {thread}
+        # Killed during `process` (its item recorded, not yet finished), the child's last item
+        # is sent again; otherwise every turn is sent exactly once, in order.
+        first, last = extracted[-1]
+        outcomes = (done + left, done[: first - last - 1] + left)
+        held = (acknowledged, acknowledged + 1)  # a kill inside `extend` may have committed it
+        assert any(sent == list(range(len(sent))) and len(sent) in held for sent in outcomes), (
+            acknowledged,
+            extracted[-3:],
+            left[:3],
+            left[-3:],
+        )
 
 
 def recorded(record: Path) -> list[str]:

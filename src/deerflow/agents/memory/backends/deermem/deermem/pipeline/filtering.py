@@ -7,6 +7,11 @@ memory back into itself), messages the harness wrote in the user's place (the su
 compacted thread), upload listings, and trivial turns ("ok", "谢谢") together with the reply they
 got.
 
+`add()` of a thread it has seen before filters only the messages after the last turn it queued
+(`messages_after` finds that turn by its message id, from the end), so its cost follows what is
+new, not the length of the thread: starting right after a kept turn gives the same turns as
+filtering everything and dropping what comes before.
+
 Signals (correction, preference, …) are not looked for here: that is the slowest part of
 filtering (about a hundred regexes), and `add()` must only enqueue. The queue's worker looks for
 them in the turns of each batch; `PreparedConversation.signals` finds them on demand for the one
@@ -31,7 +36,14 @@ from deerflow.agents.memory.manager import (
     strip_upload_blocks,
 )
 
-__all__ = ["SIGNAL_WINDOW", "PreparedConversation", "Turn", "prepare_conversation"]
+__all__ = [
+    "SIGNAL_WINDOW",
+    "PreparedConversation",
+    "Turn",
+    "kept_turns",
+    "messages_after",
+    "prepare_conversation",
+]
 
 # Signals are looked for in the user turns among this many latest kept turns: what the user says
 # now, not what they said (and may have taken back) long ago.
@@ -125,6 +137,24 @@ def prepare_conversation(
     """
     if patterns is None:
         patterns = SignalPatterns.load()
+    turns = kept_turns(messages, keep_hidden=keep_hidden, patterns=patterns)
+    roles = {turn.role for turn in turns}
+    if roles != {"user", "assistant"}:
+        return None
+    return PreparedConversation(tuple(turns), patterns)
+
+
+def kept_turns(
+    messages: Sequence[Any],
+    *,
+    keep_hidden: Callable[[dict[str, Any]], bool] | None,
+    patterns: SignalPatterns,
+) -> list[Turn]:
+    """The turns of `messages` worth extracting memory from, whichever roles are left.
+
+    Raises:
+        TypeError: A message is neither a `BaseMessage` nor a mapping.
+    """
     turns: list[Turn] = []
     # Set by a dropped upload-only or trivial user turn: its reply carries nothing either.
     skip_reply = False
@@ -146,7 +176,20 @@ def prepare_conversation(
             skip_reply = not text or patterns.is_trivial(text)
             if not skip_reply:
                 turns.append(Turn("user", text, message.message_id))
-    roles = {turn.role for turn in turns}
-    if roles != {"user", "assistant"}:
+    return turns
+
+
+def messages_after(messages: Sequence[Any], identity: str) -> Sequence[Any] | None:
+    """The messages after the one whose message id is `identity`, the last such one.
+
+    None when no message has that id, and for the identity of a turn without a message id
+    (a hash of its cleaned text, which only filtering every message could find). Message ids
+    are unique within a conversation (LangGraph's `add_messages` merges by id), so looking from
+    the end costs what is new, not the thread's length.
+    """
+    if identity.startswith(_HASH_PREFIX):
         return None
-    return PreparedConversation(tuple(turns), patterns)
+    for index in range(len(messages) - 1, -1, -1):
+        if read_message(messages[index]).message_id == identity:
+            return messages[index + 1 :]
+    return None

@@ -4,11 +4,15 @@
 (`{root}/.queue/pending.sqlite3`) and returns; a daemon worker later calls `process` (the LLM
 extraction) for each item once it is due, one item at a time, in due order.
 
-Items. A key (thread, user, agent) has at most one pending normal item: a newer put replaces it
-(latest conversation wins, signals are unioned, the first put's time is kept), even while that
-item is being processed: the newer turns then stay, trimmed by the watermark the processing
-sets. `put_now` items (the emergency flush before summarisation drops messages) are due at
-once, carry their turns whole, and neither replace nor are replaced by a normal item.
+Items. A key (thread, user, agent) has at most one pending normal item. Its turns are stored in
+chunks, one row per call that added some, so that a turn is serialised and written once: `extend`
+appends the turns that follow the key's cursor (the last turn queued, or else the watermark) and
+writes nothing else, which keeps a put of a long thread as cheap as one of a short thread. `put`
+hands the whole conversation instead and replaces the pending turns with those after the
+watermark (latest conversation wins), even while that item is being processed: the newer turns
+then stay, trimmed by the watermark the processing sets. Signals are unioned and the first put's
+time is kept either way. `put_now` items (the emergency flush before summarisation drops messages)
+are due at once, carry their turns whole, and neither replace nor are replaced by a normal item.
 
 Schedule. A normal item is due `debounce_seconds` after its last put, but no later than
 `max_wait_seconds` after its first, so constant chatter cannot starve it. Due times are stored,
@@ -16,10 +20,11 @@ so `clock` must be one that every process and every restart agrees on: the wall 
 (`time.time`). `time.monotonic` restarts at boot and would strand items recovered after a
 reboot; a wall-clock step merely moves extractions earlier or later by the step.
 
-Watermark. When a normal item has been processed, its key's watermark becomes the identity of
-its last turn. Later items carry only the turns after the FIRST turn with that identity (a text
-repeated without a message id then re-sends a few turns rather than skipping some), or every
-turn when none has it (the conversation was compacted). An item with nothing new is dropped
+Watermark. When a normal item has been processed, the chunks it was given are deleted and its
+key's watermark becomes the identity of its last turn. `put` keeps only the turns after the FIRST
+turn with that identity (a text repeated without a message id then re-sends a few turns rather
+than skipping some), or every turn when none has it (the conversation was compacted); so does the
+end of a processing whose item `put` replaced meanwhile. An item with nothing new is dropped
 without calling `process`. Only the `watermark_max_keys` most recently advanced keys are kept; a
 forgotten key re-sends its whole conversation once, which extraction deduplicates.
 
@@ -103,6 +108,16 @@ MIGRATIONS: Final[tuple[tuple[str, ...], ...]] = (
         " mark TEXT NOT NULL, used_at REAL NOT NULL) WITHOUT ROWID",
         "CREATE INDEX watermarks_used ON watermarks (used_at)",
     ),
+    (
+        # An item's turns (a JSON list per chunk) are those of its chunks in `seq` order. `seq`
+        # only grows while the chunks an extraction was given exist, so the ones appended
+        # meanwhile are exactly those above the highest `seq` it read.
+        "CREATE TABLE chunks (seq INTEGER PRIMARY KEY, item_id INTEGER NOT NULL,"
+        " turns TEXT NOT NULL)",
+        "CREATE INDEX chunks_item ON chunks (item_id, seq)",
+        "INSERT INTO chunks (item_id, turns) SELECT id, turns FROM items ORDER BY id",
+        "ALTER TABLE items DROP COLUMN turns",
+    ),
 )
 """Schema versions; `MIGRATIONS[i]` takes the journal from version i to i + 1."""
 
@@ -111,9 +126,10 @@ _FREE: Final = (
     "(i.claimed_by IS NULL OR i.claimed_until < ? OR i.id IN (SELECT value FROM json_each(?)))"
 )
 _ITEM_SQL: Final = (
-    "SELECT i.id, i.generation, i.key, i.urgent, i.turns, i.signals, i.trace_id, i.attempts,"
-    " i.first_at, i.last_at, i.due_at, w.mark FROM items AS i LEFT JOIN watermarks AS w USING (key)"
+    "SELECT i.id, i.generation, i.key, i.urgent, i.signals, i.trace_id, i.attempts, i.first_at,"
+    " i.last_at, i.due_at FROM items AS i"
 )
+_CHUNKS_SQL: Final = "SELECT seq, turns FROM chunks WHERE item_id = ? ORDER BY seq"
 
 
 class QueueFullError(MemoryManagerError):
@@ -153,6 +169,7 @@ class QueueItem:
 class _Claim:
     row_id: int
     generation: int
+    last_seq: int  # the highest chunk handed to `process`
     item: QueueItem
 
 
@@ -246,7 +263,7 @@ class DurableQueue:
         signals: Iterable[str] = (),
         trace_id: str | None = None,
     ) -> None:
-        """Commit the latest conversation of `key`, replacing its pending normal item.
+        """Commit the latest conversation of `key`, replacing the turns of its pending item.
 
         A conversation with no turn after the watermark, and no pending item, is ignored.
 
@@ -254,35 +271,48 @@ class DurableQueue:
             QueueFullError: `key` has no pending item, `signals` is empty and the queue is full.
         """
         now = self._clock()
-        wanted = set(signals)
         key_text = json.dumps(key)
         with self._write() as conn:
             mark = conn.execute("SELECT mark FROM watermarks WHERE key = ?", (key_text,)).fetchone()
-            # Storing only what is new keeps a long thread's put small; processing trims again.
             fresh = _after(turns, None if mark is None else mark[0], self._identity)
-            fresh_text = json.dumps(fresh, ensure_ascii=False)
-            row = conn.execute(
-                "SELECT signals, first_at FROM items WHERE key = ? AND NOT urgent", (key_text,)
-            ).fetchone()
-            if row is None:
-                if not fresh:
-                    return  # nothing after the watermark: nothing to extract
-                self._admit(conn, signals=bool(wanted))
-                due = now + min(self._debounce, self._max_wait)
-                _insert(conn, key, fresh_text, wanted, trace_id, now=now, due=due, urgent=False)
-            else:
-                merged = json.dumps(sorted(wanted.union(json.loads(row[0]))))
-                due = min(now + self._debounce, row[1] + self._max_wait)
-                conn.execute(
-                    "UPDATE items SET turns = ?, signals = ?, trace_id = coalesce(?, trace_id),"
-                    " last_at = ?, due_at = ?, generation = generation + 1"
-                    " WHERE key = ? AND NOT urgent",
-                    (fresh_text, merged, trace_id, now, due, key_text),
-                )
-        if due - now < _POLL_S:
-            # Otherwise the worker's next poll comes first: waking it now would only make it
-            # compete with the caller for the connection and the GIL.
-            self._poke()
+            due = self._enqueue(conn, key, fresh, set(signals), trace_id, now=now, replace=True)
+        self._poke_if_due(due, now)
+
+    def extend(
+        self,
+        key: QueueKey,
+        turns: list[dict[str, Any]],
+        *,
+        after: str,
+        trace_id: str | None = None,
+    ) -> bool:
+        """Commit `turns`, the ones that follow the turn `after` in the conversation of `key`.
+
+        They are appended to its pending item (or start one) if `after` is still the key's
+        `cursor`; otherwise nothing is written, and the caller puts the whole conversation.
+
+        Returns:
+            False when `after` is not the key's cursor (any more).
+
+        Raises:
+            QueueFullError: `key` has no pending item and the queue is full.
+        """
+        now = self._clock()
+        key_text = json.dumps(key)
+        with self._write() as conn:
+            if self._cursor(conn, key_text) != after:
+                return False
+            due = self._enqueue(conn, key, turns, set(), trace_id, now=now, replace=False)
+        self._poke_if_due(due, now)
+        return True
+
+    def cursor(self, key: QueueKey) -> str | None:
+        """The identity of the last turn of `key` queued, else extracted: where `extend` goes on.
+
+        None when the key has neither a pending turn nor a watermark.
+        """
+        with self._lock:
+            return self._cursor(self._conn, json.dumps(key))
 
     def put_now(
         self,
@@ -297,16 +327,16 @@ class DurableQueue:
         It is always admitted, and neither reads nor advances the key's watermark.
         """
         now = self._clock()
-        fresh = json.dumps(turns, ensure_ascii=False)
         with self._write() as conn:
-            _insert(conn, key, fresh, set(signals), trace_id, now=now, due=now, urgent=True)
+            item_id = _insert(conn, key, set(signals), trace_id, now=now, due=now, urgent=True)
+            _append(conn, item_id, turns)
         self._poke()
 
     def pending(self) -> list[QueueItem]:
         """Every item not yet processed (including one being processed), in due order."""
         with self._lock:
             rows = self._conn.execute(f"{_ITEM_SQL} ORDER BY i.due_at, i.id").fetchall()
-        return [self._item(row) for row in rows]
+            return [self._item(self._conn, row)[0] for row in rows]
 
     def cancel_pending(
         self, *, user_id: str, agent_name: str | None = None, all_agents: bool = False
@@ -321,6 +351,9 @@ class DurableQueue:
         where = "user_id = ?" if all_agents else "user_id = ? AND agent_name IS ?"
         params = (user_id,) if all_agents else (user_id, agent_name)
         with self._write() as conn:
+            conn.execute(
+                f"DELETE FROM chunks WHERE item_id IN (SELECT id FROM items WHERE {where})", params
+            )
             dropped = conn.execute(f"DELETE FROM items WHERE {where}", params).rowcount
             conn.execute(f"DELETE FROM watermarks WHERE {where}", params)
         return dropped
@@ -390,6 +423,70 @@ class DurableQueue:
                     f" (queue_max_depth {self._max_depth})"
                 )
 
+    def _enqueue(
+        self,
+        conn: sqlite3.Connection,
+        key: QueueKey,
+        turns: list[dict[str, Any]],
+        signals: set[str],
+        trace_id: str | None,
+        *,
+        now: float,
+        replace: bool,
+    ) -> float | None:
+        """Add `turns` to the pending normal item of `key`, or start one with them.
+
+        With `replace`, they take the place of the item's turns. Returns the item's due time, or
+        None when there was nothing to queue.
+        """
+        row = conn.execute(
+            "SELECT id, signals, first_at FROM items WHERE key = ? AND NOT urgent",
+            (json.dumps(key),),
+        ).fetchone()
+        if row is None:
+            if not turns:
+                return None  # nothing after the watermark: nothing to extract
+            self._admit(conn, signals=bool(signals))
+            due = now + min(self._debounce, self._max_wait)
+            item_id = _insert(conn, key, signals, trace_id, now=now, due=due, urgent=False)
+        else:
+            item_id, known, first = row
+            due = min(now + self._debounce, first + self._max_wait)
+            conn.execute(
+                "UPDATE items SET signals = ?, trace_id = coalesce(?, trace_id), last_at = ?,"
+                " due_at = ?, generation = generation + ? WHERE id = ?",
+                (
+                    json.dumps(sorted(signals.union(json.loads(known)))),
+                    trace_id,
+                    now,
+                    due,
+                    int(replace),
+                    item_id,
+                ),
+            )
+            if replace:
+                conn.execute("DELETE FROM chunks WHERE item_id = ?", (item_id,))
+        _append(conn, item_id, turns)
+        return due
+
+    def _cursor(self, conn: sqlite3.Connection, key_text: str) -> str | None:
+        # SQLite picks the last turn out of the chunk: a first put's chunk holds a whole thread.
+        last = conn.execute(
+            "SELECT json_extract(c.turns, '$[#-1]') FROM items AS i JOIN chunks AS c"
+            " ON c.item_id = i.id WHERE i.key = ? AND NOT i.urgent ORDER BY c.seq DESC LIMIT 1",
+            (key_text,),
+        ).fetchone()
+        if last is not None:
+            return self._identity(json.loads(last[0]))
+        mark = conn.execute("SELECT mark FROM watermarks WHERE key = ?", (key_text,)).fetchone()
+        return None if mark is None else str(mark[0])
+
+    def _poke_if_due(self, due: float | None, now: float) -> None:
+        if due is not None and due - now < _POLL_S:
+            # Otherwise the worker's next poll comes first: waking it now would only make it
+            # compete with the caller for the connection and the GIL.
+            self._poke()
+
     def _claim(self, due_by: float, skip: set[int]) -> _Claim | None:
         """Take the first item due by `due_by` that nobody holds, dropping ones with no news."""
         now = self._clock()
@@ -403,7 +500,7 @@ class DurableQueue:
                 ).fetchone()
                 if row is None:
                     return None
-                item = self._item(row)
+                item, last_seq = self._item(conn, row)
                 if item.turns:
                     break
                 logger.debug("memory write queue: nothing new for %s, dropped", item.key)
@@ -412,7 +509,7 @@ class DurableQueue:
                 "UPDATE items SET claimed_by = ?, claimed_until = ? WHERE id = ?",
                 (self._token, now + _LEASE_S, row[0]),
             )
-        return _Claim(row[0], row[1], item)
+        return _Claim(row[0], row[1], last_seq, item)
 
     def _run(self, claim: _Claim) -> bool:
         """Call `process` on a claimed item and record the outcome; False when it raised."""
@@ -442,28 +539,47 @@ class DurableQueue:
                     (now + delay, claim.row_id, self._token),
                 )
                 return
-            done = conn.execute(
-                "DELETE FROM items WHERE id = ? AND generation = ?",
-                (claim.row_id, claim.generation),
-            ).rowcount
-            if not done:
-                # A put replaced the turns meanwhile: keep them, the new watermark trims them.
-                # No row at all means it was cancelled (its agent is going): no watermark then.
-                done = conn.execute(
+            row = conn.execute(
+                "SELECT generation FROM items WHERE id = ?", (claim.row_id,)
+            ).fetchone()
+            if row is None:
+                return  # cancelled meanwhile (its agent is going): no watermark then
+            mark = self._identity(claim.item.turns[-1])
+            if row[0] == claim.generation:
+                # Chunks appended meanwhile come after the processed ones: they stay.
+                conn.execute(
+                    "DELETE FROM chunks WHERE item_id = ? AND seq <= ?",
+                    (claim.row_id, claim.last_seq),
+                )
+            else:
+                # A put replaced the turns meanwhile, with those after the old watermark.
+                self._trim(conn, claim.row_id, mark)
+            if conn.execute("SELECT 1 FROM chunks WHERE item_id = ?", (claim.row_id,)).fetchone():
+                conn.execute(
                     "UPDATE items SET claimed_by = NULL, claimed_until = NULL"
                     " WHERE id = ? AND claimed_by = ?",
                     (claim.row_id, self._token),
-                ).rowcount
-            if done and not claim.item.urgent:
-                self._advance(conn, claim.item, now)
+                )
+            else:
+                conn.execute("DELETE FROM items WHERE id = ?", (claim.row_id,))
+            if not claim.item.urgent:
+                self._advance(conn, claim.item.key, mark, now)
 
-    def _advance(self, conn: sqlite3.Connection, item: QueueItem, now: float) -> None:
-        key = item.key
+    def _trim(self, conn: sqlite3.Connection, item_id: int, mark: str) -> None:
+        """Keep only the turns of an item after the watermark `mark`, as one chunk."""
+        chunks = conn.execute(_CHUNKS_SQL, (item_id,)).fetchall()
+        turns = [turn for _, text in chunks for turn in json.loads(text)]
+        kept = _after(turns, mark, self._identity)
+        if len(kept) < len(turns):
+            conn.execute("DELETE FROM chunks WHERE item_id = ?", (item_id,))
+            _append(conn, item_id, kept)
+
+    def _advance(self, conn: sqlite3.Connection, key: QueueKey, mark: str, now: float) -> None:
         conn.execute(
             "INSERT INTO watermarks (key, user_id, agent_name, mark, used_at)"
             " VALUES (?, ?, ?, ?, ?) ON CONFLICT (key)"
             " DO UPDATE SET mark = excluded.mark, used_at = excluded.used_at",
-            (json.dumps(key), key.user_id, key.agent_name, self._identity(item.turns[-1]), now),
+            (json.dumps(key), key.user_id, key.agent_name, mark, now),
         )
         if self._max_marks:
             conn.execute(
@@ -472,13 +588,13 @@ class DurableQueue:
                 (self._max_marks,),
             )
 
-    def _item(self, row: tuple[Any, ...]) -> QueueItem:
-        """A row of `_ITEM_SQL` as an item, its turns trimmed by the watermark unless urgent."""
-        _, _, key_text, urgent, turns, signals, trace_id, attempts, first, last, due, mark = row
-        turns = json.loads(turns)
-        return QueueItem(
+    def _item(self, conn: sqlite3.Connection, row: tuple[Any, ...]) -> tuple[QueueItem, int]:
+        """A row of `_ITEM_SQL` as an item with its chunks' turns; also its last chunk's `seq`."""
+        item_id, _, key_text, urgent, signals, trace_id, attempts, first, last, due = row
+        chunks = conn.execute(_CHUNKS_SQL, (item_id,)).fetchall()
+        item = QueueItem(
             key=QueueKey(*json.loads(key_text)),
-            turns=turns if urgent else _after(turns, mark, self._identity),
+            turns=[turn for _, text in chunks for turn in json.loads(text)],
             signals=json.loads(signals),
             trace_id=trace_id,
             urgent=bool(urgent),
@@ -487,6 +603,7 @@ class DurableQueue:
             last_enqueued_at=last,
             due_at=due,
         )
+        return item, chunks[-1][0] if chunks else 0
 
     def _work(self) -> None:
         try:
@@ -554,21 +671,32 @@ def _connect(path: Path) -> sqlite3.Connection:
 def _insert(
     conn: sqlite3.Connection,
     key: QueueKey,
-    turns: str,
     signals: set[str],
     trace_id: str | None,
     *,
     now: float,
     due: float,
     urgent: bool,
-) -> None:
+) -> int:
+    """A new item without turns; its id."""
     scope = (json.dumps(key), key.user_id, key.agent_name, urgent)
-    payload = (turns, json.dumps(sorted(signals)), trace_id, now, now, due)
-    conn.execute(
-        "INSERT INTO items (key, user_id, agent_name, urgent, turns, signals, trace_id,"
-        " first_at, last_at, due_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+    payload = (json.dumps(sorted(signals)), trace_id, now, now, due)
+    cursor = conn.execute(
+        "INSERT INTO items (key, user_id, agent_name, urgent, signals, trace_id,"
+        " first_at, last_at, due_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
         scope + payload,
     )
+    assert cursor.lastrowid is not None, "an INSERT sets lastrowid"
+    return cursor.lastrowid
+
+
+def _append(conn: sqlite3.Connection, item_id: int, turns: list[dict[str, Any]]) -> None:
+    """Store `turns` as the item's newest chunk (none when there are no turns)."""
+    if turns:
+        conn.execute(
+            "INSERT INTO chunks (item_id, turns) VALUES (?, ?)",
+            (item_id, json.dumps(turns, ensure_ascii=False)),
+        )
 
 
 def _after(

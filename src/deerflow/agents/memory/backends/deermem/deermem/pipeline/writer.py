@@ -3,7 +3,9 @@
 `add()` only filters and enqueues (durably, before returning); a worker thread of the queue
 runs the extraction of each due conversation and commits its result as one change. Everything
 that acknowledging a conversation does not need happens in the worker: looking for signals,
-building the prompt, the LLM call, applying and committing.
+building the prompt, the LLM call, applying and committing. Of a thread the queue has seen,
+`add()` filters and stores only the messages after the last turn queued or extracted, so that
+its cost does not grow with the thread.
 """
 
 from __future__ import annotations
@@ -32,6 +34,8 @@ from deerflow.agents.memory.backends.deermem.deermem.pipeline.apply import (
 )
 from deerflow.agents.memory.backends.deermem.deermem.pipeline.filtering import (
     Turn,
+    kept_turns,
+    messages_after,
     prepare_conversation,
 )
 from deerflow.agents.memory.backends.deermem.deermem.pipeline.proposals import ExtractionError
@@ -102,12 +106,14 @@ class MemoryWriter:
         trace_id: str | None,
         urgent: bool,
     ) -> None:
+        key = QueueKey(thread_id, DEFAULT_USER if user_id is None else user_id, agent_name)
+        if not urgent and self._add_new_turns(key, messages, trace_id):
+            return
         prepared = prepare_conversation(
             messages, keep_hidden=self._keep_hidden, patterns=self._patterns
         )
         if prepared is None:
             return
-        key = QueueKey(thread_id, DEFAULT_USER if user_id is None else user_id, agent_name)
         turns = [turn.to_dict() for turn in prepared.turns]
         if urgent:
             self.queue.put_now(key, turns, trace_id=trace_id)
@@ -121,6 +127,28 @@ class MemoryWriter:
             if not signals:
                 raise
             self.queue.put(key, turns, signals=signals, trace_id=trace_id)
+
+    def _add_new_turns(self, key: QueueKey, messages: Sequence[Any], trace_id: str | None) -> bool:
+        """Queue the turns after the key's last queued or extracted one; False if it cannot.
+
+        It cannot when that turn is not among `messages` by its message id (a new thread, one
+        compacted or edited since, messages without ids), when another add of the key came
+        first, or when the queue is full: then the whole conversation is put (and looked for
+        the signals that a full queue still admits).
+        """
+        cursor = self.queue.cursor(key)
+        new = None if cursor is None else messages_after(messages, cursor)
+        if cursor is None or new is None:
+            return False
+        turns = kept_turns(new, keep_hidden=self._keep_hidden, patterns=self._patterns)
+        if not turns:
+            return True  # nothing new worth extracting: tool traffic, a trivial turn
+        try:
+            return self.queue.extend(
+                key, [turn.to_dict() for turn in turns], after=cursor, trace_id=trace_id
+            )
+        except QueueFullError:
+            return False
 
     @property
     def queue(self) -> DurableQueue:
