@@ -382,7 +382,7 @@ def test_get_context_formats_within_budget_and_escapes(tmp_path: Path) -> None:
 
 
 def test_get_context_after_each_change_shows_exactly_the_stored_facts(tmp_path: Path) -> None:
-    """Lines are kept per stored record: an edit, a deletion or an out-of-band edit shows at once."""
+    """Lines are kept per stored record: edits, deletions and out-of-band edits show at once."""
     manager = make(tmp_path)
     ids = [
         manager.create_fact(f"fact {n}", confidence=c, user_id="u")[1]

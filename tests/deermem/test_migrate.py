@@ -9,8 +9,7 @@ from typing import Any
 import pytest
 
 from deerflow.agents.memory.backends.deermem.deermem import migrate as migrate_module
-from deerflow.agents.memory.backends.deermem.deermem.core import storage as storage_module
-from deerflow.agents.memory.backends.deermem.deermem.core.atomic import atomic_write
+from deerflow.agents.memory.backends.deermem.deermem.core.atomic import SyncBatch
 from deerflow.agents.memory.backends.deermem.deermem.core.changes import ChangeSet
 from deerflow.agents.memory.backends.deermem.deermem.core.journal import Journal
 from deerflow.agents.memory.backends.deermem.deermem.core.paths import (
@@ -373,12 +372,14 @@ def test_a_commit_that_crashes_is_resumed_on_the_next_read(
     paths = UserPaths(tmp_path, "alice")
     legacy = write_json(paths.manifest, v1_document(v1_fact("Likes tea"), workContext="Dev"))
 
-    def crash_at_commit_point(path: Path, data: bytes, **kwargs: bool) -> None:
+    publish = SyncBatch.publish
+
+    def crash_at_commit_point(batch: SyncBatch, path: Path) -> None:
         if path.name == "memory.json":
             raise OSError("simulated crash")
-        atomic_write(path, data, **kwargs)
+        publish(batch, path)
 
-    monkeypatch.setattr(storage_module, "atomic_write", crash_at_commit_point)
+    monkeypatch.setattr(SyncBatch, "publish", crash_at_commit_point)
     with pytest.raises(OSError, match="simulated"):
         wired(tmp_path).load("alice", None)
     monkeypatch.undo()

@@ -16,7 +16,7 @@ import pytest
 
 from deerflow.agents.memory.backends.deermem import DeerMemMemoryManager
 from deerflow.agents.memory.backends.deermem.deermem.core import atomic
-from deerflow.agents.memory.backends.deermem.deermem.core import storage as storage_module
+from deerflow.agents.memory.backends.deermem.deermem.core.atomic import SyncBatch
 from deerflow.agents.memory.backends.deermem.deermem.core.changes import ChangeSet
 from deerflow.agents.memory.backends.deermem.deermem.core.journal import Journal, JournalEntry
 from deerflow.agents.memory.backends.deermem.deermem.core.paths import UserPaths, safe_user_id
@@ -238,15 +238,16 @@ def _memory_files(paths: UserPaths) -> dict[Path, bytes]:
     return {p: p.read_bytes() for p in paths.dir.rglob("*") if p.is_file() and p not in skipped}
 
 
-def _fail_on(monkeypatch: pytest.MonkeyPatch, module: object, name: str, when: str) -> None:
-    real = getattr(module, name)
+def _fail_on(monkeypatch: pytest.MonkeyPatch, owner: object, name: str, when: str) -> None:
+    """Make `owner.name` (a function or method taking a path) crash for paths containing `when`."""
+    real = getattr(owner, name)
 
-    def failing(path: Path, *args: object, **kwargs: object) -> None:
-        if when in str(path):
+    def failing(*args: object, **kwargs: object) -> None:
+        if any(when in str(arg) for arg in args if isinstance(arg, Path)):
             raise OSError("simulated crash")
-        real(path, *args, **kwargs)
+        real(*args, **kwargs)
 
-    monkeypatch.setattr(module, name, failing)
+    monkeypatch.setattr(owner, name, failing)
 
 
 def test_crash_before_the_commit_point_rolls_back(
@@ -257,7 +258,7 @@ def test_crash_before_the_commit_point_rolls_back(
     create(storage, "ivy", kept)
     paths = UserPaths(tmp_path, "ivy")
     before = _memory_files(paths)
-    _fail_on(monkeypatch, storage_module, "atomic_write", "memory.json")
+    _fail_on(monkeypatch, SyncBatch, "publish", "memory.json")
     change = ChangeSet(
         actor="t", reason="r", upserts=[fact("new")], deletes=[("__default__", kept["id"])]
     )
@@ -276,7 +277,7 @@ def test_crash_after_the_commit_point_finishes(
 ) -> None:
     storage = storage_at(tmp_path)
     create(storage, "jay", fact("one"))
-    _fail_on(monkeypatch, storage_module, "append_line", "history.jsonl")
+    _fail_on(monkeypatch, atomic, "append_line", "history.jsonl")
     with pytest.raises(OSError, match="simulated"):
         create(storage, "jay", fact("two"))
     monkeypatch.undo()
@@ -466,11 +467,11 @@ def test_a_new_fact_file_left_half_written_is_removed_by_recovery(
     create(storage, "oz", fact("one"))
     paths = UserPaths(tmp_path, "oz")
 
-    def crash_halfway(path: Path, data: bytes) -> None:
+    def crash_halfway(batch: SyncBatch, path: Path, data: bytes) -> None:
         path.write_bytes(data[: len(data) // 2])
         raise OSError("simulated crash")
 
-    monkeypatch.setattr(storage_module, "create_file", crash_halfway)
+    monkeypatch.setattr(SyncBatch, "create", crash_halfway)
     with pytest.raises(OSError, match="simulated"):
         create(storage, "oz", fact("two"))
     monkeypatch.undo()

@@ -3,10 +3,19 @@
 from __future__ import annotations
 
 import os
+import threading
 import uuid
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from types import TracebackType
+from typing import Final
 
-__all__ = ["append_line", "atomic_write", "create_file", "fsync_dir", "truncate_torn_tail"]
+__all__ = ["SyncBatch", "append_line", "atomic_write", "fsync_dir", "truncate_torn_tail"]
+
+SYNC_THREADS: Final = 8
+# Pending syncs hold open files; past this many a batch syncs what it has before going on.
+MAX_PENDING: Final = 64
 
 
 def fsync_dir(path: Path) -> None:
@@ -18,13 +27,10 @@ def fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
-def atomic_write(path: Path, data: bytes, *, sync_dir: bool = True) -> None:
-    """Replace `path` with `data`: temp file in the same directory, fsync, rename.
-
-    With `sync_dir=False` the caller fsyncs the directory itself, once for several files.
-    """
+def atomic_write(path: Path, data: bytes) -> None:
+    """Replace `path` with `data`: temp file in the same directory, fsync, rename, fsync dir."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    temp = path.with_name(f".{path.name}.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp")
+    temp = _temp_beside(path)
     try:
         with open(temp, "wb") as handle:
             handle.write(data)
@@ -34,27 +40,142 @@ def atomic_write(path: Path, data: bytes, *, sync_dir: bool = True) -> None:
     except BaseException:
         temp.unlink(missing_ok=True)
         raise
-    if sync_dir:
-        fsync_dir(path.parent)
+    fsync_dir(path.parent)
 
 
-def create_file(path: Path, data: bytes) -> None:
-    """Create `path` (which must not exist) holding `data`, synced; the directory is not synced.
+class SyncBatch:
+    """File changes whose syncs are waited for together, at `sync()`.
 
-    Written in place, without a temp file and a rename: only for a commit whose journal can
-    delete a file left half-written by a crash, and whose readers hold the user's lock.
+    fsync and fdatasync wait for the disk; issued at once from a few threads, a filesystem with
+    a journal (ext4, XFS) commits them together, so a commit waits for each of its ordering
+    points once rather than for every file. The caller decides the order: everything added
+    before a `sync()` is durable when it returns, nothing is promised before.
+
+    Used as a context manager: on an error, files left open are closed and temp files that were
+    not published are removed.
     """
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+
+    def __init__(self) -> None:
+        self._pending: list[tuple[Callable[[], None], int | None]] = []  # (sync, fd it closes)
+        self._directories: set[Path] = set()
+        self._staged: dict[Path, Path] = {}  # target: its temp file, written, not yet published
+
+    def __enter__(self) -> SyncBatch:
+        return self
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        error: BaseException | None,
+        trace: TracebackType | None,
+    ) -> None:
+        if error is not None:
+            for _, fd in self._pending:
+                if fd is not None:
+                    os.close(fd)
+            self._pending.clear()
+            for temp in self._staged.values():
+                temp.unlink(missing_ok=True)
+
+    def create(self, path: Path, data: bytes) -> None:
+        """Create `path`, which must not exist, holding `data`; its directory entry is synced.
+
+        Written in place, without a temp file and a rename: only for a commit whose journal
+        deletes a file a crash left half-written, and whose readers hold the user's lock.
+        """
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+        try:
+            _write_all(fd, data)
+        except BaseException:
+            os.close(fd)
+            path.unlink(missing_ok=True)
+            raise
+        self._add(lambda: _sync_and_close(fd), fd)
+        self.directory(path.parent)
+
+    def stage(self, path: Path, data: bytes) -> None:
+        """Write `data` to a temp file beside `path`, to replace it at `publish(path)`."""
+        temp = _temp_beside(path)
+        fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o666)
+        self._staged[path] = temp
+        try:
+            _write_all(fd, data)
+        except BaseException:
+            os.close(fd)
+            raise
+        self._add(lambda: _sync_and_close(fd), fd)
+
+    def publish(self, path: Path) -> None:
+        """Replace `path` with its staged bytes (sync them first); the rename is synced next."""
+        os.replace(self._staged.pop(path), path)
+        self.directory(path.parent)
+
+    def unlink(self, path: Path) -> None:
+        path.unlink()
+        self.directory(path.parent)
+
+    def directory(self, path: Path) -> None:
+        """Sync the entries of directory `path` (once, however often it is added)."""
+        if path not in self._directories:
+            self._directories.add(path)
+            self._add(lambda: fsync_dir(path))
+
+    def append(self, path: Path, line: bytes) -> None:
+        """Append one record to `path` and sync it (`append_line`), with the batch."""
+        self._add(lambda: append_line(path, line))
+
+    def sync(self) -> None:
+        """Run every pending sync at once and wait for all; raise the first error."""
+        pending = [action for action, _ in self._pending]
+        self._pending = []
+        self._directories.clear()
+        if len(pending) == 1:
+            pending[0]()
+        elif pending:
+            futures = [_executor().submit(action) for action in pending[1:]]
+            errors: list[BaseException] = []
+            try:
+                pending[0]()
+            except BaseException as exc:  # wait for the others before raising
+                errors.append(exc)
+            errors.extend(e for e in (future.exception() for future in futures) if e is not None)
+            if errors:
+                raise errors[0]
+
+    def _add(self, action: Callable[[], None], fd: int | None = None) -> None:
+        self._pending.append((action, fd))
+        if len(self._pending) >= MAX_PENDING:
+            self.sync()
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
+
+
+def _sync_and_close(fd: int) -> None:
     try:
-        view = memoryview(data)
-        while view:
-            view = view[os.write(fd, view) :]
         os.fdatasync(fd)
-    except BaseException:
-        path.unlink(missing_ok=True)
-        raise
     finally:
         os.close(fd)
+
+
+def _temp_beside(path: Path) -> Path:
+    return path.with_name(f".{path.name}.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp")
+
+
+_pool: tuple[int, ThreadPoolExecutor] | None = None
+_pool_guard = threading.Lock()
+
+
+def _executor() -> ThreadPoolExecutor:
+    """The sync threads of this process (a forked child starts its own: threads do not fork)."""
+    global _pool
+    with _pool_guard:
+        if _pool is None or _pool[0] != os.getpid():
+            _pool = (os.getpid(), ThreadPoolExecutor(SYNC_THREADS, "deermem-sync"))
+        return _pool[1]
 
 
 def append_line(path: Path, line: bytes) -> None:

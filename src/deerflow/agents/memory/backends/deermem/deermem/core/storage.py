@@ -19,12 +19,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from deerflow.agents.memory.backends.deermem.deermem.config import DeerMemConfig
-from deerflow.agents.memory.backends.deermem.deermem.core.atomic import (
-    append_line,
-    atomic_write,
-    create_file,
-    fsync_dir,
-)
+from deerflow.agents.memory.backends.deermem.deermem.core.atomic import SyncBatch
 from deerflow.agents.memory.backends.deermem.deermem.core.changes import (
     ChangeSet,
     CommitResult,
@@ -404,22 +399,29 @@ class FileMemoryStorage(MemoryStorage):
             ),
             history_line=history_line,
         ).write(paths.journal)
-        touched_dirs: set[Path] = set()
-        for key, data in after.items():
-            touched_dirs |= _ensure_dir(files[key].parent, paths.dir)
-            touched_dirs.add(files[key].parent)
-            if data is None:
-                files[key].unlink()
-            elif current[key] is None:
-                create_file(files[key], data)  # a crash leaves a partial file: the journal drops it
-            else:
-                atomic_write(files[key], data, sync_dir=False)
-        for directory in touched_dirs:
-            fsync_dir(directory)
         new_manifest = (json.dumps(document, ensure_ascii=False, indent=2) + "\n").encode("utf-8")
-        atomic_write(paths.manifest, new_manifest, sync_dir=False)
-        append_line(paths.history, history_line)
-        fsync_dir(paths.dir)
+        with SyncBatch() as batch:
+            updated = []
+            for key, data in after.items():
+                path = files[key]
+                for directory in _ensure_dir(path.parent, paths.dir):
+                    batch.directory(directory)
+                if data is None:
+                    batch.unlink(path)
+                elif current[key] is None:
+                    batch.create(path, data)  # a crash leaves a partial file: the journal drops it
+                else:
+                    batch.stage(path, data)
+                    updated.append(path)
+            batch.stage(paths.manifest, new_manifest)
+            batch.sync()  # every byte written, and the entries of created and deleted files
+            if updated:
+                for path in updated:
+                    batch.publish(path)
+                batch.sync()
+            batch.publish(paths.manifest)  # the commit point
+            batch.append(paths.history, history_line)
+            batch.sync()
         Journal.finish(paths.journal)
         self._update_cache(paths.user_key, manifest.raw, new_manifest, after, upserted)
         return CommitResult(
