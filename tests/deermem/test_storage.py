@@ -265,6 +265,7 @@ def test_crash_before_the_commit_point_rolls_back(
     with pytest.raises(OSError, match="simulated"):
         storage.save("ivy", change)
     assert Journal.pending(paths.journal) is not None
+    assert len(paths.history.read_bytes().splitlines()) == 2, "its audit line was written"
     monkeypatch.undo()
     snapshot = storage_at(tmp_path).load("ivy", None)
     assert [f["content"] for f in snapshot.facts.values()] == ["kept"]
@@ -277,10 +278,18 @@ def test_crash_after_the_commit_point_finishes(
 ) -> None:
     storage = storage_at(tmp_path)
     create(storage, "jay", fact("one"))
-    _fail_on(monkeypatch, atomic, "append_line", "history.jsonl")
+    publish = SyncBatch.publish
+
+    def crash_after_publishing(batch: SyncBatch, path: Path) -> None:
+        publish(batch, path)
+        if path.name == "memory.json":
+            raise OSError("simulated crash")
+
+    monkeypatch.setattr(SyncBatch, "publish", crash_after_publishing)
     with pytest.raises(OSError, match="simulated"):
         create(storage, "jay", fact("two"))
     monkeypatch.undo()
+    assert Journal.pending(UserPaths(tmp_path, "jay").journal) is not None
     fresh = storage_at(tmp_path)
     assert sorted(f["content"] for f in fresh.load("jay", None).facts.values()) == ["one", "two"]
     history = fresh.read_history("jay")
@@ -447,6 +456,27 @@ def test_a_journal_of_the_earlier_format_is_still_recovered(tmp_path: Path) -> N
     assert not (paths.dir / relative).exists()
     assert paths.journal.read_bytes() == b"", "done, in the earlier format's way"
     assert create(fresh, "moe", fact("next")) == 2
+
+
+def test_a_finished_commit_of_the_earlier_format_gets_its_audit_line(tmp_path: Path) -> None:
+    """The earlier commit appended the audit line after the commit point: recovery adds it."""
+    storage = storage_at(tmp_path)
+    create(storage, "pat", fact("one"))
+    create(storage, "pat", fact("two"))
+    paths = UserPaths(tmp_path, "pat")
+    lines = paths.history.read_bytes().splitlines(keepends=True)
+    paths.history.write_bytes(lines[0])  # the crash came before the second line was written
+    record = {
+        "operationId": "chg_old",
+        "previousRevision": 1,
+        "nextRevision": 2,
+        "entries": [],
+        "historyLine": base64.b64encode(lines[1]).decode(),
+    }
+    paths.journal.write_text(json.dumps(record) + "\n")
+    fresh = storage_at(tmp_path)
+    assert [entry["revision"] for entry in fresh.read_history("pat")] == [1, 2]
+    assert paths.history.read_bytes() == b"".join(lines)
 
 
 def test_a_journal_holding_something_else_is_corruption_and_left_alone(tmp_path: Path) -> None:

@@ -63,6 +63,7 @@ __all__ = [
     "find_legacy",
     "migrate",
     "migrate_if_needed",
+    "note_committed",
 ]
 
 BACKUP_SUFFIX: Final = ".v1.bak"
@@ -319,11 +320,7 @@ def migrate_if_needed(storage: FileMemoryStorage, user_id: str | None) -> UserMi
     user_key = safe_user_id(raw_user)
     if (id(storage), user_key) in _active():
         return None
-    try:
-        stat = user_paths(storage.root, user_key).manifest.stat()
-        signature: _Signature = (stat.st_mtime_ns, stat.st_size, stat.st_ino)
-    except FileNotFoundError:
-        signature = None
+    signature = _signature(storage, user_key)
     with _clean_guard:
         known = _clean.setdefault(storage, {})
         if user_key in known and known[user_key] == signature:
@@ -334,6 +331,29 @@ def migrate_if_needed(storage: FileMemoryStorage, user_id: str | None) -> UserMi
         return None
     report = _migrate_user(storage, raw_user, dry_run=False)
     return report if report.sources else None  # another process may have migrated it meanwhile
+
+
+def note_committed(storage: FileMemoryStorage, user_key: str) -> None:
+    """Remember that the user's `memory.json` is one the storage just wrote (so not legacy):
+    the next read need not parse it again to know.
+
+    Only for users other than the default one, whose legacy source can only be that file (the
+    default user's are also the root's files, which may appear at any time), and not during a
+    migration of the user, which is finished only when its last step is.
+    """
+    if (id(storage), user_key) in _active() or user_key == safe_user_id(DEFAULT_USER):
+        return
+    signature = _signature(storage, user_key)
+    with _clean_guard:
+        _clean.setdefault(storage, {})[user_key] = signature
+
+
+def _signature(storage: FileMemoryStorage, user_key: str) -> _Signature:
+    try:
+        stat = user_paths(storage.root, user_key).manifest.stat()
+    except FileNotFoundError:
+        return None
+    return (stat.st_mtime_ns, stat.st_size, stat.st_ino)
 
 
 def _active() -> set[tuple[int, str]]:

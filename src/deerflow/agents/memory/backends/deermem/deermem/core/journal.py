@@ -1,10 +1,11 @@
 """The commit journal: what a multi-file change is about to do, so a crash can be undone.
 
-A commit writes the journal first (with the previous bytes of every file it will touch), then
-the fact files, then `memory.json` with the next revision, which is the commit point, then the
-audit log line, and finally marks the journal done. Whoever next takes the user's lock and finds
-a journal not marked done either rolls the change back (`memory.json` still has the old
-revision) or finishes it (the new revision is there: only the audit line may be missing).
+A commit writes the journal first (with the previous bytes of every file it will touch and the
+size of the audit log), then the fact files and the audit log line, then `memory.json` with the
+next revision, which is the commit point, and finally marks the journal done. Whoever next takes
+the user's lock and finds a journal not marked done either rolls the change back (`memory.json`
+still has the old revision: the files get their previous bytes, the audit log its previous
+size) or finishes it (the new revision is there: the audit line is checked).
 
 The journal file is kept and overwritten in place, never truncated or deleted: on ext4 freeing
 and reallocating its blocks cost about a third of a millisecond per commit (measured in
@@ -59,6 +60,9 @@ class Journal:
     next_revision: int
     entries: tuple[JournalEntry, ...]
     history_line: bytes
+    # The audit log's size before the commit appended its line; None in the earlier format,
+    # whose commits appended it after the commit point.
+    history_size: int | None = None
 
     def write(self, path: Path) -> None:
         """Write the journal durably; only then may the commit touch other files."""
@@ -68,6 +72,7 @@ class Journal:
             "nextRevision": self.next_revision,
             "entries": [{"path": e.path, "before": _encode(e.before)} for e in self.entries],
             "historyLine": _encode(self.history_line),
+            "historySize": self.history_size,
         }
         payload = json.dumps(record).encode("utf-8")
         header = b"%s%s %012d %08x\n" % (MAGIC, PENDING, len(payload), zlib.crc32(payload))
@@ -120,6 +125,7 @@ class Journal:
                     JournalEntry(e["path"], _decode(e["before"])) for e in record["entries"]
                 ),
                 history_line=_decode(record["historyLine"]) or b"",
+                history_size=record.get("historySize"),
             )
         except (ValueError, KeyError, TypeError) as exc:
             raise MemoryCorruptionError(f"{path}: unreadable commit journal: {exc}") from exc
@@ -138,6 +144,8 @@ class Journal:
                     target.unlink(missing_ok=True)
                 else:
                     atomic_write(target, entry.before)
+            if self.history_size is not None:
+                _cut_after(history, self.history_size)
         else:
             raise MemoryCorruptionError(
                 f"{journal_path}: journal for revision {self.previous_revision}→"
@@ -173,6 +181,16 @@ def _write_all(fd: int, data: bytes) -> None:
     view = memoryview(data)
     while view:
         view = view[os.pwrite(fd, view, len(data) - len(view)) :]
+
+
+def _cut_after(path: Path, size: int) -> None:
+    """Drop what the interrupted commit appended (whole or torn) past `size` bytes."""
+    if not path.exists():
+        return
+    with open(path, "rb+") as handle:
+        if handle.seek(0, os.SEEK_END) > size:
+            handle.truncate(size)
+            os.fsync(handle.fileno())
 
 
 def _has_line(path: Path, line: bytes) -> bool:

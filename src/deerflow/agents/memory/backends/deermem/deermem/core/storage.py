@@ -40,7 +40,10 @@ from deerflow.agents.memory.backends.deermem.deermem.core.paths import (
     safe_user_id,
     user_paths,
 )
-from deerflow.agents.memory.backends.deermem.deermem.migrate import migrate_if_needed
+from deerflow.agents.memory.backends.deermem.deermem.migrate import (
+    migrate_if_needed,
+    note_committed,
+)
 from deerflow.agents.memory.manager import (
     FactNotFoundError,
     MemoryConflictError,
@@ -398,6 +401,7 @@ class FileMemoryStorage(MemoryStorage):
                 for key in after
             ),
             history_line=history_line,
+            history_size=_size_of(paths.history),
         ).write(paths.journal)
         new_manifest = (json.dumps(document, ensure_ascii=False, indent=2) + "\n").encode("utf-8")
         with SyncBatch() as batch:
@@ -414,15 +418,16 @@ class FileMemoryStorage(MemoryStorage):
                     batch.stage(path, data)
                     updated.append(path)
             batch.stage(paths.manifest, new_manifest)
+            batch.append(paths.history, history_line)  # an undo cuts it off again
             batch.sync()  # every byte written, and the entries of created and deleted files
             if updated:
                 for path in updated:
                     batch.publish(path)
                 batch.sync()
             batch.publish(paths.manifest)  # the commit point
-            batch.append(paths.history, history_line)
             batch.sync()
         Journal.finish(paths.journal)
+        note_committed(self, paths.user_key)
         self._update_cache(paths.user_key, manifest.raw, new_manifest, after, upserted)
         return CommitResult(
             revision=revision,
@@ -562,6 +567,13 @@ def _buckets_of(paths: UserPaths) -> tuple[str, ...]:
     return tuple(
         sorted(entry.name for entry in paths.agents.iterdir() if (entry / "facts").is_dir())
     )
+
+
+def _size_of(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except FileNotFoundError:
+        return 0
 
 
 def _ensure_dir(directory: Path, stop: Path) -> set[Path]:
