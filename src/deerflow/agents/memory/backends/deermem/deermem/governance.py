@@ -58,12 +58,16 @@ def refuse_duplicate(
 
 def _keep_order(fact: Mapping[str, Any]) -> tuple[float, str]:
     # The least valuable fact sorts first: lowest confidence, then least recently updated.
-    return (_confidence(fact), str(fact.get("updatedAt", "")))
+    # Called for every fact of a full bucket on each create: the common types go first.
+    updated = fact.get("updatedAt", "")
+    return (_confidence(fact), updated if type(updated) is str else str(updated))
 
 
 def _confidence(fact: Mapping[str, Any]) -> float:
     """The stored confidence; anything unreadable counts as 0.5, as in the reference."""
     value = fact.get("confidence")
+    if type(value) is float and 0.0 <= value <= 1.0:  # what the storage holds
+        return value
     if isinstance(value, bool) or not isinstance(value, int | float):
         return 0.5
     number = float(value)
