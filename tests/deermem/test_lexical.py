@@ -27,8 +27,10 @@ DEFAULT = "__default__"
 def rows(*facts: tuple[str, str, float, float, int]) -> ScopeRows:
     """Rows numbered 100, 101, ... from `(fact_id, category, confidence, age_days, ntokens)`."""
     return ScopeRows.of(
-        (100 + n, fact_id, category, confidence, NOW_S - age * DAY, length)
-        for n, (fact_id, category, confidence, age, length) in enumerate(facts)
+        [
+            (100 + n, fact_id, category, confidence, NOW_S - age * DAY, length)
+            for n, (fact_id, category, confidence, age, length) in enumerate(facts)
+        ]
     )
 
 

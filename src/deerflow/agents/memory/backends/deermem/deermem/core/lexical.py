@@ -28,7 +28,8 @@ K1: Final = 1.2
 B: Final = 0.3
 """Length normalisation, lighter than BM25's usual 0.75: with term frequency fixed at 1 a long
 fact is not inflated by repeats, so the full penalty only buried long facts (chosen on LoCoMo
-conversations 0-4: 0.1-0.4 measured within 0.004 of each other, 0.75 two points lower)."""
+conversations 0-4: b from 0.1 to 0.4 measured within 0.006 of each other, 0.75 two points
+lower)."""
 HALF_LIFE_DAYS: Final = 90.0
 _HALF_LIFE_S: Final = HALF_LIFE_DAYS * 86400.0
 _OLDEST: Final = 0.7
@@ -47,36 +48,36 @@ def recency(updated: float, now: float) -> float:
 
 @dataclass(frozen=True, slots=True)
 class ScopeRows:
-    """What ranking needs of every fact of one scope; the `weights` are fixed per revision.
+    """What ranking needs of every fact of one scope, as read (a search that misses the cache
+    pays for this object, so it only regroups the columns; `rank` computes from them).
 
     Attributes:
         positions: rowid → position in the tuples below.
-        fact_ids, categories, updated: per fact (updated in Unix seconds).
-        weights: the length normalisation times the confidence factor.
+        fact_ids, categories, confidences, updated, ntokens: per fact (updated: Unix seconds).
+        average_tokens: the mean of `ntokens` (1 when there is no fact).
     """
 
     positions: dict[int, int]
     fact_ids: tuple[str, ...]
     categories: tuple[str, ...]
+    confidences: tuple[float, ...]
     updated: tuple[float, ...]
-    weights: tuple[float, ...]
+    ntokens: tuple[int, ...]
+    average_tokens: float
 
     @classmethod
-    def of(cls, rows: Iterable[tuple[int, str, str, float, float, int]]) -> ScopeRows:
+    def of(cls, rows: Sequence[tuple[int, str, str, float, float, int]]) -> ScopeRows:
         """From `(rowid, fact_id, category, confidence, updated_ts, ntokens)` rows."""
-        columns = [list(column) for column in zip(*rows, strict=True)] or [[]] * 6
+        columns = list(zip(*rows, strict=True)) or [()] * 6
         rowids, fact_ids, categories, confidences, updated, ntokens = columns
-        average = sum(ntokens) / len(ntokens) if ntokens else 1.0
-        weights = tuple(
-            (K1 + 1) / (1 + K1 * (1 - B + B * length / average)) * confidence_factor(confidence)
-            for length, confidence in zip(ntokens, confidences, strict=True)
-        )
         return cls(
-            positions={rowid: position for position, rowid in enumerate(rowids)},
-            fact_ids=tuple(fact_ids),
-            categories=tuple(categories),
-            updated=tuple(updated),
-            weights=weights,
+            positions=dict(zip(rowids, range(len(rowids)), strict=True)),
+            fact_ids=fact_ids,
+            categories=categories,
+            confidences=confidences,
+            updated=updated,
+            ntokens=ntokens,
+            average_tokens=sum(ntokens) / len(ntokens) if ntokens else 1.0,
         )
 
 
@@ -107,12 +108,20 @@ def rank(
         idf = math.log(1 + (total - matched + 0.5) / (matched + 0.5))
         for rowid in rowids:
             relevance[rowid] = relevance.get(rowid, 0.0) + idf
-    positions, weights = rows.positions, rows.weights
+    positions, ntokens, confidences = rows.positions, rows.ntokens, rows.confidences
+    # BM25's length normalisation is (k1 + 1) / (fixed + per_token * length).
+    fixed, per_token = 1 + K1 * (1 - B), K1 * B / rows.average_tokens
     # Each candidate's score before recency, which can only scale it by _OLDEST..1. A rowid
     # missing from `rows` was written after they were read, by another process under the same
     # revision; it is ranked once its user's revision moves on.
     bounds = [
-        (relevance.get(rowid, 0.0) * weights[position], position)
+        (
+            relevance.get(rowid, 0.0)
+            * (K1 + 1)
+            / (fixed + per_token * ntokens[position])
+            * confidence_factor(confidences[position]),
+            position,
+        )
         for rowid in (relevance if candidates is None else candidates)
         if (position := positions.get(rowid)) is not None
         and (category is None or rows.categories[position] == category)
