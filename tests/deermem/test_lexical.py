@@ -161,3 +161,13 @@ def test_punctuation_and_cjk_queries(
         [],
     )
     assert ids(index, query) == expected
+
+
+def test_a_search_leaves_no_transaction_open(index: RetrievalIndex) -> None:
+    """Searches read in one transaction; a query FTS5 rejects (searched again as plain words)
+    and an unknown scope must both end it, or the next write could not begin."""
+    index.apply("u1", 1, [fact(1, "uses pnpm")], [])
+    assert ids(index, "pnpm AND") == ["fact_00000001"]
+    assert index.search("nobody", DEFAULT, "pnpm") == []
+    index.apply("u1", 2, [fact(2, "uses pnpm daily")], [])
+    assert ids(index, "pnpm") == ["fact_00000001", "fact_00000002"]
