@@ -150,7 +150,7 @@ class _Scope:
 
     scope_id: int
     revision: int | None  # None: the user is dirty, so this is not kept
-    rows: ScopeRows
+    rows: ScopeRows | None = None  # read when a search first matches something
     vectors: ScopeVectors | None = None  # read on the first hybrid search
 
 
@@ -419,8 +419,8 @@ class RetrievalIndex:
         return dict(zip(vectors.fact_ids, values, strict=True))
 
     def _scope(self, user_key: str, agent: str) -> _Scope | None:
-        """The scope's rows, from memory while its user's revision is unchanged; None for an
-        unknown scope (the lock and a read transaction are held)."""
+        """The scope, from memory while its user's revision is unchanged; None for an unknown
+        scope (the lock and a read transaction are held)."""
         row = self._conn.execute(
             "SELECT scope_id, revision FROM scopes LEFT JOIN users USING (user_key)"
             " WHERE user_key = ? AND agent = ?",
@@ -438,14 +438,20 @@ class RetrievalIndex:
         ):
             self._scopes.move_to_end(key)
             return cached
-        rows = ScopeRows.of(self._conn.execute(_ROWS_SQL, _scope_range(scope_id)).fetchall())
-        scope = _Scope(scope_id, revision, rows)
+        scope = _Scope(scope_id, revision)
         self._scopes.pop(key, None)
         if revision is not None:  # a dirty user's rows are about to be rebuilt
             self._scopes[key] = scope
             while len(self._scopes) > _CACHED_SCOPES:
                 self._scopes.popitem(last=False)
         return scope
+
+    def _rows(self, scope: _Scope) -> ScopeRows:
+        """The scope's rows, read once per cached scope (the lock is held)."""
+        if scope.rows is None:
+            rows = self._conn.execute(_ROWS_SQL, _scope_range(scope.scope_id)).fetchall()
+            scope.rows = ScopeRows.of(rows)
+        return scope.rows
 
     def _vectors(self, scope: _Scope) -> ScopeVectors:
         """The scope's vectors, read once per cached scope (the lock is held)."""
@@ -470,8 +476,10 @@ class RetrievalIndex:
                     raise
                 built = build_query(query, self._cut, plain=True, stop_words=STOP_WORDS)
                 continue
+            if not any(postings) and not candidates:
+                return []  # nothing matched: the scope's rows are not needed
             return rank(
-                scope.rows,
+                self._rows(scope),
                 postings,
                 candidates=candidates,
                 category=category,
