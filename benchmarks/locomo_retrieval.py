@@ -81,11 +81,16 @@ UPDATED_AT: Final = "2026-01-01T00:00:00+00:00"
 NOW: Final = datetime(2026, 1, 1, tzinfo=UTC)
 SEMANTIC_WEIGHT: Final = DeerMemConfig.model_fields["retrieval_semantic_weight"].default
 # Neighbour-turn expansion (evaluation-side, see the module docstring).
+REFERENCE: Final = "fts5 bm25() reference"  # `fts5_reference`: not a DeerMem method
 NEIGHBOUR_POOL: Final = 100
 FROM_PREVIOUS: Final = 0.5
 FROM_NEXT: Final = 0.25
 
+CONVERSATION: Final = "conversation:"  # prefix of the per-conversation groups in `evaluate`
+
 _DIA_ID = re.compile(r"D(\d+):(\d+)")
+_WORD = re.compile(r"[a-z0-9]+")
+REFERENCE_TOKENIZER: Final = "porter unicode61"
 _SPLIT = re.compile(r"[;\s]+")
 _SESSION = re.compile(r"session_(\d+)")
 _SESSION_DATE = re.compile(r"session_(\d+)_date_time")
@@ -263,6 +268,36 @@ def searcher(index: RetrievalIndex, *, semantic_weight: float, limit: int = LIMI
     return rank
 
 
+def fts5_reference(conn: sqlite3.Connection, documents: Sequence[Document]) -> Ranker:
+    """The anchors' `fts5_porter_stop` recipe, measured in the same run as DeerMem for a fair
+    latency comparison (not a DeerMem method): one FTS5 table per conversation on `conn`,
+    FTS5's own `bm25()`, the question lower-cased, split on `[a-z0-9]+`, de-duplicated, minus
+    DeerMem's `STOP_WORDS` (the anchors' 59-word list is not published), quoted and OR-ed."""
+    tables: dict[str, str] = {}
+    for doc in documents:
+        if doc.conversation not in tables:
+            tables[doc.conversation] = table = f"conv{len(tables)}"
+            conn.execute(f"CREATE VIRTUAL TABLE {table} USING fts5(body, doc_id UNINDEXED,"
+                         f" tokenize='{REFERENCE_TOKENIZER}')")  # fmt: skip
+        conn.execute(
+            f"INSERT INTO {tables[doc.conversation]} (body, doc_id) VALUES (?, ?)",
+            (doc.text, doc.doc_id),
+        )
+
+    def rank(q: Question) -> list[str]:
+        words = list(dict.fromkeys(_WORD.findall(q.text.lower())))
+        match = " OR ".join(f'"{w}"' for w in [w for w in words if w not in STOP_WORDS] or words)
+        table = tables[q.conversation]
+        rows = conn.execute(
+            f"SELECT doc_id FROM {table} WHERE {table} MATCH ? ORDER BY bm25({table}), rowid"
+            f" LIMIT {LIMIT}",
+            (match,),
+        )
+        return [doc_id for (doc_id,) in rows]
+
+    return rank
+
+
 def with_neighbours(index: RetrievalIndex, documents: Sequence[Document]) -> Ranker:
     """Evaluation-side neighbour-turn expansion of the hybrid ranking (module docstring)."""
     known = {(d.conversation, d.doc_id) for d in documents}
@@ -317,7 +352,7 @@ def evaluate(rank: Ranker, corpus: Corpus, documents: Sequence[Document]) -> dic
     no_hit = 0
     for q, ranked in zip(questions, results, strict=True):
         no_hit += not ranked
-        for group in (str(q.category), "all"):
+        for group in (str(q.category), "all", CONVERSATION + q.conversation):
             counts[group] = counts.get(group, 0) + 1
             acc = sums.setdefault(group, {})
             for k in KS:
@@ -333,11 +368,28 @@ def evaluate(rank: Ranker, corpus: Corpus, documents: Sequence[Document]) -> dic
         "documents": len(documents),
         "questions": len(questions),
         "questions_without_hit": no_hit,
-        "by_category": {c: groups[c] for c in sorted(groups) if c != "all"},
+        "by_category": {c: groups[c] for c in sorted(groups) if c.isdigit()},
+        "by_conversation": {
+            c.removeprefix(CONVERSATION): groups[c] for c in groups if c.startswith(CONVERSATION)
+        },
+        "halves_r10": _halves(corpus, groups),
         "all": groups["all"],
         "latency_ms": latency,
         "ceiling": _ceiling(corpus, documents),
     }
+
+
+def _halves(corpus: Corpus, groups: dict[str, dict[str, float]]) -> list[float]:
+    """R@10 over the questions of the first half of the conversations, and of the second half
+    (conversations 0-4 and 5-9 on the full set): parameters are chosen on the first half only."""
+    order = list(dict.fromkeys(q.conversation for q in corpus.questions))
+    half = (len(order) + 1) // 2
+    recalls = []
+    for part in (order[:half], order[half:]):
+        n = sum(groups[CONVERSATION + c]["n"] for c in part)
+        found = sum(groups[CONVERSATION + c]["R@10"] * groups[CONVERSATION + c]["n"] for c in part)
+        recalls.append(found / n if n else float("nan"))
+    return recalls
 
 
 def _ceiling(corpus: Corpus, documents: Sequence[Document]) -> dict[str, float]:
@@ -374,6 +426,11 @@ def run(path: Path, conversations: int | None, workdir: Path) -> dict[str, Any]:
                 methods["lexical"] = evaluate(rank, corpus, documents) | {"build_seconds": build_s}
             finally:
                 index.close()
+            if not dated:
+                with sqlite3.connect(workdir / f"{label}-fts5.sqlite") as conn:
+                    reference = fts5_reference(conn, documents)
+                    methods[REFERENCE] = evaluate(reference, corpus, documents)
+                conn.close()
             if model is None:
                 continue
             index, build_s = build_index(
@@ -442,16 +499,18 @@ def print_tables(results: dict[str, Any]) -> None:
         for cat in CATEGORIES:
             table.add_column(f"c{cat} R@10", justify="right")
         table.add_column("p50 / p99 ms", justify="right")
+        table.add_column("R@10 halves", justify="right")
         for method, measured in methods.items():
             row = measured["all"]
             lat = measured["latency_ms"]
             table.add_row(
-                f"DeerMem {method}",
+                method if method == REFERENCE else f"DeerMem {method}",
                 "measured",
                 *(_fmt(row[f"R@{k}"]) for k in KS),
                 _fmt(row["all@10"]),
                 *(_fmt(measured["by_category"].get(str(c), {}).get("R@10")) for c in CATEGORIES),
                 f"{lat['p50']:.3f} / {lat['p99']:.3f}",
+                " / ".join(_fmt(v) for v in measured["halves_r10"]),
                 style="bold",
             )
         for method, rec in results["recorded"].get(name, {}).items():
@@ -462,10 +521,15 @@ def print_tables(results: dict[str, Any]) -> None:
                 _fmt(rec["all10"]),
                 *(_fmt(v) for v in rec["cat10"]),
                 f"{_fmt(rec['p50'])} / {_fmt(rec['p99'])}" if rec["p50"] else "-",
+                "-",
                 style="dim",
             )
         console.print(table)
     console.print(f"[dim]'recorded' rows are quoted from {ANCHORS}, not measured here.[/dim]")
+    console.print(
+        "[dim]R@10 halves: over the first and the second half of the conversations "
+        "(0-4 / 5-9 on the full set); DeerMem's parameters were chosen on the first.[/dim]"
+    )
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from benchmarks.locomo_retrieval import KS, dataset_path, parse_ids
+from benchmarks.locomo_retrieval import KS, REFERENCE, dataset_path, parse_ids
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -60,6 +60,8 @@ def test_first_conversation(tmp_path: Path) -> None:
         expected = {"lexical", "hybrid", "semantic"}
         if documents == "turns+dates":
             expected.add("hybrid+neighbours")
+        if "+dates" not in documents:
+            expected.add(REFERENCE)
         assert set(methods) == expected
         for measured in methods.values():
             assert measured["documents"] > 0
@@ -70,5 +72,6 @@ def test_first_conversation(tmp_path: Path) -> None:
             recalls = [measured["all"][f"R@{k}"] for k in KS]
             assert recalls == sorted(recalls)
             assert measured["latency_ms"]["n"] == measured["questions"]
+            assert len(measured["halves_r10"]) == 2
     assert runs["turns"]["lexical"]["ceiling"]["all"] == 1.0
     assert results["protocol"]["embedding_model"] is not None

@@ -63,3 +63,10 @@ def test_injection_ranking_blends_meaning_into_relevance() -> None:
 
     assert ranked(1.0)[0] == "Lives in Berlin"  # no word in common: meaning alone decides
     assert ranked(0.0) == facts  # lexical only: nothing matches, input order kept
+
+
+def test_limit_keeps_the_best_in_the_same_order() -> None:
+    lexical = [(f"l{n}", float(100 - n)) for n in range(50)]
+    semantic = [(f"l{n}", float(n)) for n in range(0, 50, 3)] + [("s", 60.0)]
+    full = fuse(lexical, semantic, semantic_weight=0.5)
+    assert fuse(lexical, semantic, semantic_weight=0.5, limit=7) == full[:7]

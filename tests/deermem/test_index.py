@@ -17,7 +17,6 @@ from deerflow.agents.memory.backends.deermem.deermem.core.fts_query import (
     FtsQuery,
     bigrams,
     build_query,
-    search_sql,
     segment,
 )
 from deerflow.agents.memory.backends.deermem.deermem.core.index import (
@@ -115,39 +114,6 @@ def test_build_query_caps_terms() -> None:
 
 def test_segment_rewrites_cjk_runs_only() -> None:
     assert segment("我爱喝茶, ok 茶", bigrams) == " 我爱 爱喝 喝茶 , ok  茶 "
-
-
-def test_search_sql() -> None:
-    assert (
-        search_sql(2, category=True)
-        == """WITH
-  stats(n, avgdl) AS (
-    SELECT count(*), avg(ntokens) FROM facts WHERE id BETWEEN :lo AND :hi),
-  cand(rid) AS (
-    SELECT rowid FROM facts_fts WHERE facts_fts MATCH :match AND rowid BETWEEN :lo AND :hi),
-  hits(term, rid) AS (
-    SELECT 0, rowid FROM facts_fts WHERE facts_fts MATCH :t0 AND rowid BETWEEN :lo AND :hi
-    UNION ALL
-    SELECT 1, rowid FROM facts_fts WHERE facts_fts MATCH :t1 AND rowid BETWEEN :lo AND :hi),
-  idf(term, w) AS (
-    SELECT term, ln(1 + (stats.n - count(*) + 0.5) / (count(*) + 0.5))
-    FROM hits, stats GROUP BY term),
-  rel(rid, w) AS (
-    SELECT hits.rid, sum(idf.w) FROM hits JOIN idf USING (term) GROUP BY hits.rid)
-SELECT f.fact_id,
-  coalesce(rel.w, 0)
-  * 2.2 / (1 + 1.2 * (1 - 0.75 + 0.75 * f.ntokens / stats.avgdl))
-  * (0.7 + 0.3 * f.confidence)
-  * (0.7 + 0.3 * pow(0.5, max(0, :now - f.updated_ts) / 86400.0 / 90.0)) AS score
-FROM cand
-JOIN facts AS f ON f.id = cand.rid
-LEFT JOIN rel ON rel.rid = cand.rid
-CROSS JOIN stats
-WHERE f.category = :category
-ORDER BY score DESC, f.fact_id
-LIMIT :limit"""
-    )
-    assert "WHERE f.category" not in search_sql(2, category=False)
 
 
 # --- searching ---------------------------------------------------------------------------------

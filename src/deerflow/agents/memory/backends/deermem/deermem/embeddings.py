@@ -108,9 +108,10 @@ class Embedder:
         rows = np.flatnonzero(weights != 0)
         if len(rows) > n:
             rows = rows[np.argpartition(-scores[rows], n - 1)[:n]]
-        # Highest first, equal scores in row order (argpartition alone has no stable order).
-        ordered = sorted(rows.tolist(), key=lambda row: (-scores[row], row))
-        return [(row, float(scores[row])) for row in ordered]
+        # Highest first, equal scores in row order (argpartition alone has no stable order);
+        # lexsort's last key is the primary one.
+        ordered = rows[np.lexsort((rows, -scores[rows]))]
+        return [(row, float(scores[row])) for row in ordered.tolist()]
 
     def _scores(self, query: bytes, matrix: bytes) -> NDArray[np.float32]:
         import numpy as np

@@ -10,6 +10,7 @@ equal weights by about one point of recall@10 over turns and 1.5 over observatio
 
 from __future__ import annotations
 
+import heapq
 from collections.abc import Sequence
 
 __all__ = ["fuse", "min_max"]
@@ -30,10 +31,12 @@ def fuse(
     semantic: Sequence[tuple[str, float]],
     *,
     semantic_weight: float,
+    limit: int | None = None,
 ) -> list[tuple[str, float]]:
     """Fuse two rankings of `(id, score)` (higher is better) into one, best first.
 
-    Ties are broken by id, so the order is deterministic.
+    Ties are broken by id, so the order is deterministic. `limit` keeps only the best that many
+    (a search fuses 200 candidates of each ranking for a handful of results).
 
     Raises:
         ValueError: `semantic_weight` outside 0..1.
@@ -44,4 +47,10 @@ def fuse(
     for ranking, weight in ((lexical, 1.0 - semantic_weight), (semantic, semantic_weight)):
         for (item, _), scaled in zip(ranking, min_max([s for _, s in ranking]), strict=True):
             fused[item] = fused.get(item, 0.0) + weight * scaled
-    return sorted(fused.items(), key=lambda pair: (-pair[1], pair[0]))
+    if limit is None:
+        return sorted(fused.items(), key=_best_first)
+    return heapq.nsmallest(limit, fused.items(), key=_best_first)
+
+
+def _best_first(pair: tuple[str, float]) -> tuple[float, str]:
+    return -pair[1], pair[0]

@@ -1,7 +1,7 @@
-"""Pure functions that turn text into FTS5 index text, MATCH expressions and search SQL.
+"""Pure functions that turn text into FTS5 index text and MATCH expressions.
 
-Nothing here touches a database, so every output can be printed and tested exactly (the
-`search_sql` idea of sqlite-utils). `index.py` runs what these functions build.
+Nothing here touches a database, so every output can be printed and tested exactly. `index.py`
+runs what these functions build.
 
 CJK text has no spaces between words, and FTS5's `unicode61` tokenizer would index a whole run of
 CJK characters as a single token. `segment` therefore rewrites each run into space-separated words
@@ -20,7 +20,6 @@ from typing import Final
 
 __all__ = [
     "MAX_TERMS",
-    "PRIOR_SQL",
     "STOP_WORDS",
     "Cut",
     "FtsQuery",
@@ -30,7 +29,6 @@ __all__ = [
     "event_words",
     "jieba_cut",
     "quote",
-    "search_sql",
     "segment",
 ]
 
@@ -52,18 +50,6 @@ _STOP_WORDS: Final = """
 STOP_WORDS: Final = frozenset(_STOP_WORDS.split())
 """English function words (NLTK's list without the negations `no`, `not`, `don`): a plain-text
 query drops them when it has other words, because every fact has some and they only add noise."""
-
-# BM25's usual parameters, and the half-life of recency (the ranking formula is in index.py).
-K1: Final = 1.2
-B: Final = 0.75
-HALF_LIFE_DAYS: Final = 90.0
-
-PRIOR_SQL: Final = (
-    "(0.7 + 0.3 * f.confidence)\n"
-    f"  * (0.7 + 0.3 * pow(0.5, max(0, :now - f.updated_ts) / 86400.0 / {HALF_LIFE_DAYS}))"
-)
-"""Confidence and recency of fact row `f` at `:now`, each scaling a text score by 0.7..1."""
-
 
 # Han, kana and Hangul: the scripts written without spaces between words.
 _CJK_RUN = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uac00-\ud7af]+")
@@ -205,42 +191,3 @@ def _distinct(terms: Iterable[str]) -> tuple[str, ...]:
         if term and term.casefold() not in seen:
             seen[term.casefold()] = term
     return tuple(seen.values())[:MAX_TERMS]
-
-
-def search_sql(n_terms: int, *, category: bool) -> str:
-    """The search statement for a query with `n_terms` scored terms.
-
-    Named parameters: `:lo`/`:hi` (the scope's rowid range), `:match`, `:t0`..`:t{n-1}`,
-    `:now` (Unix seconds), `:limit`, and `:category` when `category` is set. Every FTS5 scan is
-    bounded by the scope's rowid range, so FTS5 seeks inside the scope and never walks other
-    scopes' postings; statistics (N, average length, document frequency) are the scope's own.
-    The score is the formula in the docstring of `index.py`.
-    """
-    arms = "\n    UNION ALL\n".join(
-        f"    SELECT {i}, rowid FROM facts_fts"
-        f" WHERE facts_fts MATCH :t{i} AND rowid BETWEEN :lo AND :hi"
-        for i in range(n_terms)
-    )
-    category_filter = "\nWHERE f.category = :category" if category else ""
-    return f"""WITH
-  stats(n, avgdl) AS (
-    SELECT count(*), avg(ntokens) FROM facts WHERE id BETWEEN :lo AND :hi),
-  cand(rid) AS (
-    SELECT rowid FROM facts_fts WHERE facts_fts MATCH :match AND rowid BETWEEN :lo AND :hi),
-  hits(term, rid) AS (
-{arms}),
-  idf(term, w) AS (
-    SELECT term, ln(1 + (stats.n - count(*) + 0.5) / (count(*) + 0.5))
-    FROM hits, stats GROUP BY term),
-  rel(rid, w) AS (
-    SELECT hits.rid, sum(idf.w) FROM hits JOIN idf USING (term) GROUP BY hits.rid)
-SELECT f.fact_id,
-  coalesce(rel.w, 0)
-  * {K1 + 1} / (1 + {K1} * (1 - {B} + {B} * f.ntokens / stats.avgdl))
-  * {PRIOR_SQL} AS score
-FROM cand
-JOIN facts AS f ON f.id = cand.rid
-LEFT JOIN rel ON rel.rid = cand.rid
-CROSS JOIN stats{category_filter}
-ORDER BY score DESC, f.fact_id
-LIMIT :limit"""

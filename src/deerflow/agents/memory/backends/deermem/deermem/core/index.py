@@ -10,24 +10,23 @@ posting list: results cannot cross scopes, and a search costs the same whatever 
 Ranking. FTS5's own `bm25()` computes each term's IDF by walking the term's postings in the
 whole table, so its cost grows with every other user's data (`benchmarks/index_probe.py`: a
 scoped MATCH takes 0.011 ms with 10^4 or 10^5 other facts; adding `bm25()` makes it 0.05 and
-0.26 ms, about 2 ms at 10^6). The score is therefore BM25 over the scope itself, computed in SQL
-from one scoped MATCH per query term (`fts_query.search_sql`)::
-
-    idf(t)  = ln(1 + (N - df(t) + 0.5) / (df(t) + 0.5))       N, df: facts of the scope
-    bm25(d) = sum(idf(t) for t matching d) * (k1 + 1) / (1 + k1 * (1 - b + b * len(d) / avglen))
-    score   = bm25(d) * (0.7 + 0.3 * confidence) * (0.7 + 0.3 * 0.5 ** (age_days / 90))
-
-with k1 = 1.2, b = 0.75 and term frequency taken as 1 (a fact is a sentence or two). Confidence
-and recency each scale the text score by 0.7..1: they order facts that match equally well, but a
-text match about twice as strong always wins. Nor does a user's ranking depend on others' data.
+0.26 ms, about 2 ms at 10^6). The score is therefore BM25 over the scope itself, from one scoped
+MATCH per query term (`lexical.rank` has the formula): term frequency taken as 1, confidence and
+recency each scaling the text score by 0.7..1, so they order facts that match equally well, but
+a text match about twice as strong always wins. Nor does a user's ranking depend on others' data.
 A fact's event time is indexed with its text as words (`8 May 2023`, `fts_query.event_words`).
+
+Each search reads the scope's rows (fact id, category, confidence, time, length) once per indexed
+revision of its user: the last 64 scopes searched stay in memory (`ScopeRows`), so a search costs
+its MATCHes and a Python pass over the facts they matched. Scoring the MATCHes in SQL instead
+(grouping, joining and sorting through temporary B-trees) took twice as long (docs/benchmarks.md).
+A search reads in one transaction, so the rows and the MATCHes see the same snapshot.
 
 Hybrid retrieval (SPEC §8). Given a `VectorModel`, the index also keeps each fact's vector
 (`vectors.py`), and a search fuses the lexical ranking with the semantic one (cosine similarity
 to the query, times the same confidence and recency factors), `fusion.fuse`, over the best
 `CANDIDATES` of each. Reading a scope's vectors costs more than scoring them (about 1.5 ms for
-600 facts against 0.1 ms), so the vectors of the last 64 scopes searched stay in memory, valid
-while their user's indexed revision is unchanged.
+600 facts against 0.1 ms), so they are kept with the scope's rows.
 
 Concurrency. One connection per object behind a lock; WAL lets other processes read while one
 writes; writes are `BEGIN IMMEDIATE` transactions, so writers queue on the busy timeout.
@@ -54,12 +53,13 @@ from deerflow.agents.memory.backends.deermem.deermem.core.fts_query import (
     count_tokens,
     event_words,
     jieba_cut,
-    search_sql,
     segment,
 )
+from deerflow.agents.memory.backends.deermem.deermem.core.lexical import ScopeRows, rank
 from deerflow.agents.memory.backends.deermem.deermem.core.sqlite import (
     apply_migrations,
     immediate_transaction,
+    read_transaction,
 )
 from deerflow.agents.memory.backends.deermem.deermem.core.vectors import (
     VECTORS_TABLE,
@@ -80,9 +80,16 @@ _BUSY_TIMEOUT_S: Final = 30.0
 _PROGRESS_EVERY: Final = 1000
 _ENCODE_BATCH: Final = 256
 
-CANDIDATES: Final = 50
-"""How many of each ranking a hybrid search fuses (more when the search asks for more)."""
-_VECTOR_CACHE_SCOPES: Final = 64
+CANDIDATES: Final = 200
+"""How many of each ranking a hybrid search fuses (more when the search asks for more). Deeper
+pools let a fact that one ranking places low still win on the other: on LoCoMo conversations 0-4
+R@10 went 0.657 / 0.661 / 0.667 at 50 / 100 / 200."""
+_CACHED_SCOPES: Final = 64
+_TERM_SQL: Final = "SELECT rowid FROM facts_fts WHERE facts_fts MATCH ? AND rowid BETWEEN ? AND ?"
+_ROWS_SQL: Final = (
+    "SELECT id, fact_id, category, confidence, updated_ts, ntokens FROM facts"
+    " WHERE id BETWEEN ? AND ?"
+)
 
 TOKENIZER: Final = "porter unicode61 remove_diacritics 2"
 """The FTS5 tokenizer: English words are Porter-stemmed (`stories` finds `story`); other scripts,
@@ -137,6 +144,16 @@ class IndexedFact:
     event_time: str | None = None
 
 
+@dataclass(slots=True)
+class _Scope:
+    """One scope as searches read it, valid while its user's indexed revision is `revision`."""
+
+    scope_id: int
+    revision: int | None  # None: the user is dirty, so this is not kept
+    rows: ScopeRows | None = None  # read when a search first matches something
+    vectors: ScopeVectors | None = None  # read on the first hybrid search
+
+
 @dataclass(frozen=True, slots=True)
 class SearchHit:
     """One search result; a higher score is better."""
@@ -162,8 +179,8 @@ class RetrievalIndex:
         """
         self.path = path
         self._model = model
-        # (user_key, agent) -> (the user's indexed revision, the scope's vectors); LRU order.
-        self._vector_cache: OrderedDict[tuple[str, str], tuple[int, ScopeVectors]] = OrderedDict()
+        # (user_key, agent) -> the scope as last read; LRU order.
+        self._scopes: OrderedDict[tuple[str, str], _Scope] = OrderedDict()
         path.parent.mkdir(parents=True, exist_ok=True)
         self._lock = threading.Lock()
         self._conn = sqlite3.connect(
@@ -270,8 +287,8 @@ class RetrievalIndex:
                 (user_key,),
             )
             conn.execute(f"DELETE FROM vectors WHERE id IN (SELECT id {rows})", (user_key,))
-            for key in [key for key in self._vector_cache if key[0] == user_key]:
-                del self._vector_cache[key]
+            for key in [key for key in self._scopes if key[0] == user_key]:
+                del self._scopes[key]
             conn.execute(f"DELETE {rows}", (user_key,))
             conn.execute("DELETE FROM scopes WHERE user_key = ?", (user_key,))
             _set_revision(conn, user_key, revision)
@@ -304,7 +321,7 @@ class RetrievalIndex:
         with self._write() as conn:
             for table in ("users", "scopes", "facts", "vectors"):
                 conn.execute(f"DELETE FROM {table}")
-            self._vector_cache.clear()
+            self._scopes.clear()
             conn.execute("INSERT INTO facts_fts(facts_fts) VALUES ('delete-all')")
             for user_key, revision, facts in users:
                 _set_revision(conn, user_key, revision)
@@ -367,22 +384,20 @@ class RetrievalIndex:
         query_vector = model.encode([query])[0] if model is not None and query.strip() else None
         if query_vector is not None and not any(query_vector):
             query_vector = None  # no token the model knows (e.g. Chinese): lexical only
-        with self._guard():
-            row = self._conn.execute(
-                "SELECT scope_id FROM scopes WHERE user_key = ? AND agent = ?", (user_key, agent)
-            ).fetchone()
-            if row is None:
+        with self._guard(), read_transaction(self._conn):
+            scope = self._scope(user_key, agent)
+            if scope is None:
                 return []
-            lo, hi = _scope_range(row[0])
             depth = limit if query_vector is None else max(limit, CANDIDATES)
-            lexical = self._lexical(query, lo, hi, category=category, limit=depth, now=moment)
+            lexical = self._lexical(query, scope, category=category, limit=depth, now=moment)
             if model is None or query_vector is None:
                 return [SearchHit(fact_id, score) for fact_id, score in lexical]
-            scope = self._scope_vectors(user_key, agent, row[0])
-        nearest = model.nearest(query_vector, scope.matrix, scope.priors(moment, category), depth)
-        semantic = [(scope.fact_ids[row], score) for row, score in nearest]
-        fused = fuse(lexical, semantic, semantic_weight=semantic_weight)
-        return [SearchHit(fact_id, score) for fact_id, score in fused[:limit]]
+            vectors = self._vectors(scope)
+        priors = vectors.priors(moment, category)
+        nearest = model.nearest(query_vector, vectors.matrix, priors, depth)
+        semantic = [(vectors.fact_ids[row], score) for row, score in nearest]
+        fused = fuse(lexical, semantic, semantic_weight=semantic_weight, limit=limit)
+        return [SearchHit(fact_id, score) for fact_id, score in fused]
 
     def similarities(self, user_key: str, agent: str, query: str) -> dict[str, float]:
         """The cosine similarity of `query` to every fact of the scope that has a vector.
@@ -395,54 +410,86 @@ class RetrievalIndex:
         if self._model is None or not query.strip():
             return {}
         query_vector = self._model.encode([query])[0]
-        with self._guard():
-            row = self._conn.execute(
-                "SELECT scope_id FROM scopes WHERE user_key = ? AND agent = ?", (user_key, agent)
-            ).fetchone()
-            if row is None:
+        with self._guard(), read_transaction(self._conn):
+            scope = self._scope(user_key, agent)
+            if scope is None:
                 return {}
-            scope = self._scope_vectors(user_key, agent, row[0])
-        values = self._model.similarities(query_vector, scope.matrix)
-        return dict(zip(scope.fact_ids, values, strict=True))
+            vectors = self._vectors(scope)
+        values = self._model.similarities(query_vector, vectors.matrix)
+        return dict(zip(vectors.fact_ids, values, strict=True))
 
-    def _scope_vectors(self, user_key: str, agent: str, scope_id: int) -> ScopeVectors:
-        """The scope's vectors, from memory while the user's revision is unchanged (lock held)."""
+    def _scope(self, user_key: str, agent: str) -> _Scope | None:
+        """The scope, from memory while its user's revision is unchanged; None for an unknown
+        scope (the lock and a read transaction are held)."""
         row = self._conn.execute(
-            "SELECT revision FROM users WHERE user_key = ?", (user_key,)
+            "SELECT scope_id, revision FROM scopes LEFT JOIN users USING (user_key)"
+            " WHERE user_key = ? AND agent = ?",
+            (user_key, agent),
         ).fetchone()
-        revision = None if row is None else row[0]
+        if row is None:
+            return None
+        scope_id, revision = row
         key = (user_key, agent)
-        cached = self._vector_cache.get(key)
-        if cached is not None and revision is not None and cached[0] == revision:
-            self._vector_cache.move_to_end(key)
-            return cached[1]
-        scope = load_scope(self._conn, *_scope_range(scope_id))
+        cached = self._scopes.get(key)
+        if (
+            cached is not None
+            and revision is not None
+            and (cached.scope_id, cached.revision) == (scope_id, revision)
+        ):
+            self._scopes.move_to_end(key)
+            return cached
+        scope = _Scope(scope_id, revision)
+        self._scopes.pop(key, None)
         if revision is not None:  # a dirty user's rows are about to be rebuilt
-            self._vector_cache[key] = (revision, scope)
-            self._vector_cache.move_to_end(key)
-            while len(self._vector_cache) > _VECTOR_CACHE_SCOPES:
-                self._vector_cache.popitem(last=False)
+            self._scopes[key] = scope
+            while len(self._scopes) > _CACHED_SCOPES:
+                self._scopes.popitem(last=False)
         return scope
 
+    def _rows(self, scope: _Scope) -> ScopeRows:
+        """The scope's rows, read once per cached scope (the lock is held)."""
+        if scope.rows is None:
+            rows = self._conn.execute(_ROWS_SQL, _scope_range(scope.scope_id)).fetchall()
+            scope.rows = ScopeRows.of(rows)
+        return scope.rows
+
+    def _vectors(self, scope: _Scope) -> ScopeVectors:
+        """The scope's vectors, read once per cached scope (the lock is held)."""
+        if scope.vectors is None:
+            scope.vectors = load_scope(self._conn, *_scope_range(scope.scope_id))
+        return scope.vectors
+
     def _lexical(
-        self, query: str, lo: int, hi: int, *, category: str | None, limit: int, now: float
+        self, query: str, scope: _Scope, *, category: str | None, limit: int, now: float
     ) -> list[tuple[str, float]]:
-        """The BM25 ranking of the scope `lo..hi` (the caller holds the lock)."""
+        """The BM25 ranking of the scope (the lock and a read transaction are held)."""
+        lo, hi = _scope_range(scope.scope_id)
         built = build_query(query, self._cut, stop_words=STOP_WORDS)
         while built is not None:
-            params: dict[str, object] = {"lo": lo, "hi": hi, "match": built.match}
-            params |= {f"t{i}": term for i, term in enumerate(built.terms)}
-            params |= {"now": now, "limit": limit, "category": category}
-            sql = search_sql(len(built.terms), category=category is not None)
             try:
-                rows = self._conn.execute(sql, params).fetchall()
+                postings = [self._matches(term, lo, hi) for term in built.terms]
+                # Plain text ORs its terms, so the terms' matches are the candidates; deliberate
+                # syntax (AND, NOT, NEAR, phrases) decides them itself.
+                candidates = self._matches(built.match, lo, hi) if built.syntax else None
             except sqlite3.OperationalError:
                 if not built.syntax:
                     raise
                 built = build_query(query, self._cut, plain=True, stop_words=STOP_WORDS)
                 continue
-            return [(str(fact_id), float(score)) for fact_id, score in rows]
+            if not any(postings) and not candidates:
+                return []  # nothing matched: the scope's rows are not needed
+            return rank(
+                self._rows(scope),
+                postings,
+                candidates=candidates,
+                category=category,
+                limit=limit,
+                now=now,
+            )
         return []
+
+    def _matches(self, match: str, lo: int, hi: int) -> list[int]:
+        return [rowid for (rowid,) in self._conn.execute(_TERM_SQL, (match, lo, hi))]
 
     def _encode(self, facts: Sequence[IndexedFact]) -> list[bytes | None]:
         """The vectors of `facts` (their text without the event words), or None each."""

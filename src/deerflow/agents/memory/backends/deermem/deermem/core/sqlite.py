@@ -6,7 +6,7 @@ import sqlite3
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 
-__all__ = ["apply_migrations", "immediate_transaction"]
+__all__ = ["apply_migrations", "immediate_transaction", "read_transaction"]
 
 
 @contextmanager
@@ -22,6 +22,18 @@ def immediate_transaction(conn: sqlite3.Connection) -> Iterator[sqlite3.Connecti
         conn.execute("ROLLBACK")
         raise
     conn.execute("COMMIT")
+
+
+@contextmanager
+def read_transaction(conn: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
+    """One read transaction: every statement in it sees the same snapshot of the file (WAL),
+    whatever other connections commit meanwhile. Same connection rules as above."""
+    conn.execute("BEGIN")
+    try:
+        yield conn
+    finally:
+        if conn.in_transaction:  # an error may have ended it already
+            conn.execute("COMMIT")  # nothing was written: this only ends the snapshot
 
 
 def apply_migrations(conn: sqlite3.Connection, migrations: Sequence[Sequence[str]]) -> None:

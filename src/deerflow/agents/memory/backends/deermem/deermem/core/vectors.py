@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final, Protocol
 
-from deerflow.agents.memory.backends.deermem.deermem.core.fts_query import HALF_LIFE_DAYS
+from deerflow.agents.memory.backends.deermem.deermem.core.lexical import HALF_LIFE_DAYS
 
 if TYPE_CHECKING:
     import numpy as np
@@ -70,8 +70,8 @@ class ScopeVectors:
     matrix: bytes  # the vectors, concatenated
 
     def priors(self, now: float, category: str | None) -> NDArray[np.float64]:
-        """Each fact's confidence and recency factor at `now`, as `fts_query.PRIOR_SQL`
-        computes it for the lexical score; 0 for facts not of `category` (if given)."""
+        """Each fact's confidence and recency factor at `now`, as `lexical.rank` applies them
+        to the lexical score; 0 for facts not of `category` (if given)."""
         import numpy as np
 
         age_days = np.maximum(0.0, now - self.updated) / 86400.0
