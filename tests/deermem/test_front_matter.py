@@ -363,3 +363,13 @@ def test_a_hand_added_key_survives_an_update(tmp_path: Path) -> None:
     manager.close()
     assert "\npinned: true\n" in path.read_text()
     assert "Likes green tea" in path.read_text()
+
+
+def test_empty_lists_and_mappings_are_new_objects_on_every_read(full_reads: list[str]) -> None:
+    # Lines are read once and remembered; a remembered `[]` must not be shared between records.
+    text = render_fact(fact("Likes tea", topics=[], source={})).decode("utf-8")
+    first, second = read_front_matter(text, KEYS)[0], read_front_matter(text, KEYS)[0]
+    first["topics"].append("changed")
+    first["source"]["type"] = "changed"
+    assert second["topics"] == [] and second["source"] == {}
+    assert full_reads == []

@@ -297,6 +297,21 @@ def test_rebuild_streams_and_reports_progress(index: RetrievalIndex) -> None:
     assert ids(index, '"number 1249"', user="u1", agent="coder") == ["fact_000004e1"]
 
 
+def test_changes_after_a_rebuild_find_exactly_the_new_text(index: RetrievalIndex) -> None:
+    # The rebuild fills the full-text index from `facts` in one pass, with rowids of its own
+    # choosing: later changes must replace and remove exactly those entries.
+    facts = [fact(n, f"green tea number {n}") for n in range(3)]
+    index.rebuild([("u1", 1, facts), ("u2", 1, [fact(0, "green tea of another user")])])
+    index.apply("u1", 2, [fact(1, "black coffee now"), fact(7, "green tea again")], [])
+    index.apply("u1", 3, [], [(DEFAULT, "fact_00000002")])
+    assert sorted(ids(index, "green tea")) == ["fact_00000000", "fact_00000007"]
+    assert ids(index, "coffee") == ["fact_00000001"]
+    assert ids(index, '"number 1"') == [] and ids(index, '"number 2"') == []
+    assert ids(index, "another", user="u2") == ["fact_00000000"]
+    with sqlite3.connect(index.path) as conn:  # FTS5's own check of index against content
+        conn.execute("INSERT INTO facts_fts(facts_fts, rank) VALUES ('integrity-check', 1)")
+
+
 def test_rebuild_of_nothing_empties_the_index(index: RetrievalIndex) -> None:
     index.apply("u1", 1, [fact(1, "tea")], [])
     assert index.rebuild([]) == 0

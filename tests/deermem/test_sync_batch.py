@@ -1,4 +1,5 @@
-"""SyncBatch: a commit's file changes, synced together; nothing left open or half-named."""
+"""SyncBatch: a commit's file changes, synced together; nothing left open or half-named.
+And `read_file`, the readers' side."""
 
 from __future__ import annotations
 
@@ -23,7 +24,9 @@ def test_changes_land_where_and_when_the_caller_says(tmp_path: Path) -> None:
         batch.create(tmp_path / "new.md", b"new")
         batch.stage(tmp_path / "old.md", b"replaced")
         batch.unlink(tmp_path / "gone.md")
+        assert (tmp_path / "gone.md").exists(), "an unlink runs with the batch's syncs"
         batch.sync()
+        assert not (tmp_path / "gone.md").exists()
         assert (tmp_path / "old.md").read_bytes() == b"old", "staged bytes wait for publish"
         batch.publish(tmp_path / "old.md")
         batch.append(tmp_path / "log.jsonl", b'{"n": 1}')
@@ -32,6 +35,27 @@ def test_changes_land_where_and_when_the_caller_says(tmp_path: Path) -> None:
     assert (tmp_path / "new.md").read_bytes() == b"new"
     assert (tmp_path / "old.md").read_bytes() == b"replaced"
     assert (tmp_path / "log.jsonl").read_bytes() == b'{"n": 1}\n'
+
+
+def test_removing_a_missing_file_fails_at_sync(tmp_path: Path) -> None:
+    with pytest.raises(FileNotFoundError), SyncBatch() as batch:
+        batch.stage(tmp_path / "memory.json", b"{}")
+        batch.unlink(tmp_path / "never-there.md")
+        batch.sync()
+    assert list(tmp_path.iterdir()) == [], "the staged temp file is removed"
+
+
+@pytest.mark.parametrize("size", [0, 1, atomic._READ_CHUNK, 3 * atomic._READ_CHUNK + 5])
+def test_read_file_returns_every_byte(tmp_path: Path, size: int) -> None:
+    data = os.urandom(size)
+    (tmp_path / "f").write_bytes(data)
+    before = open_files()
+    assert atomic.read_file(tmp_path / "f") == data
+    assert atomic.read_file(str(tmp_path / "f")) == data
+    assert open_files() == before
+    with pytest.raises(FileNotFoundError):
+        atomic.read_file(tmp_path / "missing")
+    assert open_files() == before
 
 
 def test_creating_a_file_that_exists_is_refused(tmp_path: Path) -> None:

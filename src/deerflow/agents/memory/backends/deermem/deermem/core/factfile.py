@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from datetime import UTC, date, datetime
 from pathlib import Path
 from typing import Any, Final
@@ -81,7 +82,7 @@ def render_fact(record: dict[str, Any]) -> bytes:
     return (text + "\n").encode("utf-8")
 
 
-def parse_fact(data: bytes, path: Path, *, user_id: str, bucket: str) -> dict[str, Any]:
+def parse_fact(data: bytes, path: str | Path, *, user_id: str, bucket: str) -> dict[str, Any]:
     """The stored record of a fact file.
 
     Raises:
@@ -92,7 +93,9 @@ def parse_fact(data: bytes, path: Path, *, user_id: str, bucket: str) -> dict[st
         meta, body = read_front_matter(data.decode("utf-8"), _KEYS)
     except ValueError as exc:  # UnicodeDecodeError and FrontMatterError are ValueErrors
         raise MemoryCorruptionError(f"{path}: unreadable front matter: {exc}") from exc
-    record: dict[str, Any] = {key: _plain(value) for key, value in meta.items()}
+    record: dict[str, Any] = {
+        key: value if type(value) in _AS_IS else _plain(value) for key, value in meta.items()
+    }
     _check(record, path, user_id=user_id, bucket=bucket)
     record["content"] = _content_of(body)
     if not record["content"]:
@@ -118,11 +121,11 @@ def read_fact_file(path: Path) -> dict[str, Any]:
         raise ValueError(str(exc)) from None
 
 
-def _check(record: dict[str, Any], path: Path, *, user_id: str, bucket: str) -> None:
+def _check(record: dict[str, Any], path: str | Path, *, user_id: str, bucket: str) -> None:
     def corrupt(problem: str) -> MemoryCorruptionError:
         return MemoryCorruptionError(f"{path}: {problem}")
 
-    if record.get("id") != path.stem:
+    if record.get("id") != os.path.splitext(os.path.basename(path))[0]:
         raise corrupt(f"front matter id {record.get('id')!r} differs from the file name")
     if record.get("user_id") != user_id or record.get("agent_name") != bucket:
         raise corrupt(
@@ -149,6 +152,10 @@ def _content_of(body: str) -> str:
     elif lines and lines[0].startswith("# "):
         return lines[0][2:].strip()
     return "\n".join(lines).strip()
+
+
+# Scalars `_plain` returns unchanged; checked inline, since most front-matter values are these.
+_AS_IS: Final = frozenset({str, int, float, bool, type(None)})
 
 
 def _plain(value: Any) -> Any:

@@ -326,15 +326,24 @@ class RetrievalIndex:
             for user_key, revision, facts in users:
                 _set_revision(conn, user_key, revision)
                 scopes: dict[str, int] = {}
+                next_rowid: dict[int, int] = {}  # every scope starts empty: no look-ups
                 # With a model, facts are read ahead a batch at a time to encode them together.
                 size = 1 if self._model is None else _ENCODE_BATCH
                 for batch in _batches(facts, size):
                     for fact, vector in zip(batch, self._encode(batch), strict=True):
-                        _upsert(conn, self._cut, user_key, fact, scopes, vector)
+                        scope_id = _scope_id(conn, user_key, fact.agent, scopes)
+                        rowid = next_rowid.get(scope_id) or _scope_range(scope_id)[0]
+                        next_rowid[scope_id] = rowid + 1
+                        conn.execute(_INSERT_FACT, (*_row(self._cut, fact), rowid, scope_id))
+                        if vector is not None:
+                            store_vector(conn, rowid, vector)
                         done += 1
                         if progress is not None and done % _PROGRESS_EVERY == 0:
                             progress(done)
-            # One segment per term makes every later search a single seek per posting list.
+            # The full-text index is built from `facts` in one pass (FTS5's 'rebuild' reads the
+            # external content table in C), then merged into one segment per term, so every later
+            # search is a single seek per posting list.
+            conn.execute("INSERT INTO facts_fts(facts_fts) VALUES ('rebuild')")
             conn.execute("INSERT INTO facts_fts(facts_fts) VALUES ('optimize')")
         with self._guard():
             # Hand the page cache the rebuild filled back to the allocator: kept, it left this
@@ -539,6 +548,25 @@ class RetrievalIndex:
             yield conn
 
 
+_INSERT_FACT: Final = (
+    "INSERT INTO facts (fact_id, category, confidence, updated_ts, ntokens, body, id, scope_id)"
+    " VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
+)
+
+
+def _row(cut: Cut, fact: IndexedFact) -> tuple[str, str, float, float, int, str]:
+    """`(fact_id, category, confidence, updated_ts, ntokens, body)`: the fact's row in `facts`."""
+    body = " ".join(filter(None, (segment(fact.content, cut), event_words(fact.event_time))))
+    return (
+        fact.fact_id,
+        fact.category,
+        fact.confidence,
+        _timestamp(fact.updated_at),
+        count_tokens(body),
+        body,
+    )
+
+
 def _upsert(
     conn: sqlite3.Connection,
     cut: Cut,
@@ -548,8 +576,8 @@ def _upsert(
     vector: bytes | None,
 ) -> None:
     """Insert or replace one fact (and its vector), keeping its rowid when already indexed."""
-    body = " ".join(filter(None, (segment(fact.content, cut), event_words(fact.event_time))))
-    values = (fact.category, fact.confidence, _timestamp(fact.updated_at), count_tokens(body), body)
+    values = _row(cut, fact)
+    body = values[-1]
     scope_id = _scope_id(conn, user_key, fact.agent, scopes)
     old = conn.execute(
         "SELECT id, body FROM facts WHERE scope_id = ? AND fact_id = ?",
@@ -562,17 +590,13 @@ def _upsert(
         ).fetchone()
         if rowid > hi:
             raise OverflowError(f"scope {user_key}/{fact.agent}: rowid range exhausted")
-        conn.execute(
-            "INSERT INTO facts (category, confidence, updated_ts, ntokens, body,"
-            " id, scope_id, fact_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-            (*values, rowid, scope_id, fact.fact_id),
-        )
+        conn.execute(_INSERT_FACT, (*values, rowid, scope_id))
     else:
         rowid = old[0]
         _unindex(conn, rowid, old[1])
         conn.execute(
-            "UPDATE facts SET category = ?, confidence = ?, updated_ts = ?, ntokens = ?,"
-            " body = ? WHERE id = ?",
+            "UPDATE facts SET fact_id = ?, category = ?, confidence = ?, updated_ts = ?,"
+            " ntokens = ?, body = ? WHERE id = ?",
             (*values, rowid),
         )
     conn.execute("INSERT INTO facts_fts(rowid, body) VALUES (?, ?)", (rowid, body))
