@@ -371,5 +371,6 @@ def test_empty_lists_and_mappings_are_new_objects_on_every_read(full_reads: list
     first, second = read_front_matter(text, KEYS)[0], read_front_matter(text, KEYS)[0]
     first["topics"].append("changed")
     first["source"]["type"] = "changed"
-    assert second["topics"] == [] and second["source"] == {}
+    assert second["topics"] == []
+    assert second["source"] == {}
     assert full_reads == []

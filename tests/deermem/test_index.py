@@ -306,7 +306,8 @@ def test_changes_after_a_rebuild_find_exactly_the_new_text(index: RetrievalIndex
     index.apply("u1", 3, [], [(DEFAULT, "fact_00000002")])
     assert sorted(ids(index, "green tea")) == ["fact_00000000", "fact_00000007"]
     assert ids(index, "coffee") == ["fact_00000001"]
-    assert ids(index, '"number 1"') == [] and ids(index, '"number 2"') == []
+    assert ids(index, '"number 1"') == []
+    assert ids(index, '"number 2"') == []
     assert ids(index, "another", user="u2") == ["fact_00000000"]
     with sqlite3.connect(index.path) as conn:  # FTS5's own check of index against content
         conn.execute("INSERT INTO facts_fts(facts_fts, rank) VALUES ('integrity-check', 1)")

@@ -38,10 +38,14 @@ def test_changes_land_where_and_when_the_caller_says(tmp_path: Path) -> None:
 
 
 def test_removing_a_missing_file_fails_at_sync(tmp_path: Path) -> None:
-    with pytest.raises(FileNotFoundError), SyncBatch() as batch:
-        batch.stage(tmp_path / "memory.json", b"{}")
-        batch.unlink(tmp_path / "never-there.md")
-        batch.sync()
+    def commit() -> None:
+        with SyncBatch() as batch:
+            batch.stage(tmp_path / "memory.json", b"{}")
+            batch.unlink(tmp_path / "never-there.md")
+            batch.sync()
+
+    with pytest.raises(FileNotFoundError):
+        commit()
     assert list(tmp_path.iterdir()) == [], "the staged temp file is removed"
 
 
