@@ -163,6 +163,17 @@ def test_a_full_queue_still_admits_a_new_thread_that_carries_a_signal(tmp_path: 
     manager.close()
 
 
+def run_python(script: str) -> subprocess.Popen[str]:
+    """`script` in a child interpreter of this repository; its stdout is a text pipe."""
+    return subprocess.Popen(
+        [sys.executable, "-c", script],
+        stdout=subprocess.PIPE,
+        text=True,
+        cwd=REPO,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+    )
+
+
 def test_a_conversation_queued_by_a_killed_process_is_extracted_once(tmp_path: Path) -> None:
     settings = {"storage_path": str(tmp_path), "debounce_seconds": 60}
     script = (
@@ -175,13 +186,7 @@ def test_a_conversation_queued_by_a_killed_process_is_extracted_once(tmp_path: P
         "print('queued', flush=True)\n"
         "time.sleep(60)\n"
     )
-    child = subprocess.Popen(
-        [sys.executable, "-c", script],
-        stdout=subprocess.PIPE,
-        text=True,
-        cwd=REPO,
-        env={**os.environ, "PYTHONPATH": str(REPO)},
-    )
+    child = run_python(script)
     assert child.stdout is not None
     assert child.stdout.readline().strip() == "queued"
     child.send_signal(signal.SIGKILL)
@@ -208,13 +213,7 @@ def test_a_thread_growing_in_a_killed_process_loses_no_acknowledged_turn(tmp_pat
         "    m.add('long', messages, user_id='u')\n"
         "    print(i + 1, flush=True)\n"
     )
-    child = subprocess.Popen(
-        [sys.executable, "-c", script],
-        stdout=subprocess.PIPE,
-        text=True,
-        cwd=REPO,
-        env={**os.environ, "PYTHONPATH": str(REPO)},
-    )
+    child = run_python(script)
     assert child.stdout is not None
     assert child.stdout.readline() == "1\n"
     time.sleep(random.Random(3).uniform(0.1, 0.3))

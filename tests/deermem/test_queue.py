@@ -219,13 +219,19 @@ def test_extend_after_a_turn_that_is_not_the_last_queued_writes_nothing(
     assert not queue.extend(KEY, conversation(6)[4:], after="m3")
 
 
-def test_turns_appended_while_their_key_is_processed_are_processed_next_alone(
-    make_queue: MakeQueue, recorder: Recorder
-) -> None:
+def four_turns_in_process(make_queue: MakeQueue, recorder: Recorder) -> DurableQueue:
+    """A queue whose worker is inside `process` with KEY's four turns, held until the gate."""
     queue = make_queue(**real_time(debounce_seconds=0.0))
     recorder.gate = threading.Event()
     queue.put(KEY, conversation(4))
     assert recorder.entered.wait(10)
+    return queue
+
+
+def test_turns_appended_while_their_key_is_processed_are_processed_next_alone(
+    make_queue: MakeQueue, recorder: Recorder
+) -> None:
+    queue = four_turns_in_process(make_queue, recorder)
     assert queue.extend(KEY, conversation(6)[4:], after="m3")
     recorder.gate.set()
     assert recorder.called.wait(10)
@@ -384,10 +390,7 @@ def test_flush_waits_for_the_workers_item_and_gives_up_at_its_timeout(
 def test_a_put_while_its_key_is_processed_keeps_the_newer_turns(
     make_queue: MakeQueue, recorder: Recorder
 ) -> None:
-    queue = make_queue(**real_time(debounce_seconds=0.0))
-    recorder.gate = threading.Event()
-    queue.put(KEY, conversation(4))
-    assert recorder.entered.wait(10)
+    queue = four_turns_in_process(make_queue, recorder)
     queue.put(KEY, conversation(6), signals=["goal"])
     recorder.gate.set()
     assert recorder.called.wait(10)
@@ -398,10 +401,7 @@ def test_a_put_while_its_key_is_processed_keeps_the_newer_turns(
 def test_a_replacement_with_nothing_new_is_dropped_without_processing(
     make_queue: MakeQueue, recorder: Recorder
 ) -> None:
-    queue = make_queue(**real_time(debounce_seconds=0.0))
-    recorder.gate = threading.Event()
-    queue.put(KEY, conversation(4))
-    assert recorder.entered.wait(10)
+    queue = four_turns_in_process(make_queue, recorder)
     queue.put(KEY, conversation(4), signals=["goal"])  # the same turns, while they are processed
     recorder.gate.set()
     assert queue.flush(10)
