@@ -22,6 +22,7 @@ __all__ = [
 ]
 
 SYNC_THREADS: Final = 8
+_READ_CHUNK: Final = 1 << 16
 # Pending syncs hold open files; past this many a batch syncs what it has before going on.
 MAX_PENDING: Final = 64
 
@@ -46,9 +47,6 @@ def read_file(path: str | Path) -> bytes:
         return b"".join(chunks)
     finally:
         os.close(fd)
-
-
-_READ_CHUNK: Final = 1 << 16
 
 
 def atomic_write(path: Path, data: bytes) -> None:

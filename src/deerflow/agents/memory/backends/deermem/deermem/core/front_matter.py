@@ -153,7 +153,7 @@ def _subset(front_matter: str, keys: Collection[str]) -> dict[str, Any]:
             raise _Outside
         at += 1
         if value is not _BLOCK:
-            meta[key] = value() if value is list or value is dict else value
+            meta[key] = _fresh(value)
         elif at < len(lines) and lines[at].startswith("- "):
             items = []
             while at < len(lines) and lines[at].startswith("- "):
@@ -166,7 +166,7 @@ def _subset(front_matter: str, keys: Collection[str]) -> dict[str, Any]:
                 name, item = _entry(lines[at][2:])
                 if name in mapping or item is _BLOCK or _resolve(name) != "str":
                     raise _Outside
-                mapping[name] = item() if item is list or item is dict else item
+                mapping[name] = _fresh(item)
                 at += 1
             meta[key] = mapping
         else:
@@ -196,6 +196,11 @@ def _entry(line: str) -> tuple[str, Any]:
     if text in ("[]", "{}"):
         return match[1], list if text == "[]" else dict
     return match[1], _immutable_scalar(text)
+
+
+def _fresh(value: Any) -> Any:
+    """An `_entry` value as the record holds it: a new list or dict for `[]` or `{}`."""
+    return value() if value is list or value is dict else value
 
 
 def _scalar(text: str) -> Any:

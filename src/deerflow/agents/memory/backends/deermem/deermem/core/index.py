@@ -332,9 +332,10 @@ class RetrievalIndex:
                 for batch in _batches(facts, size):
                     for fact, vector in zip(batch, self._encode(batch), strict=True):
                         scope_id = _scope_id(conn, user_key, fact.agent, scopes)
-                        rowid = next_rowid.get(scope_id) or _scope_range(scope_id)[0]
+                        rowid = next_rowid.get(scope_id, _scope_range(scope_id)[0])
                         next_rowid[scope_id] = rowid + 1
-                        conn.execute(_INSERT_FACT, (*_row(self._cut, fact), rowid, scope_id))
+                        row = (*_row(self._cut, fact), rowid, scope_id, fact.fact_id)
+                        conn.execute(_INSERT_FACT, row)
                         if vector is not None:
                             store_vector(conn, rowid, vector)
                         done += 1
@@ -549,22 +550,15 @@ class RetrievalIndex:
 
 
 _INSERT_FACT: Final = (
-    "INSERT INTO facts (fact_id, category, confidence, updated_ts, ntokens, body, id, scope_id)"
+    "INSERT INTO facts (category, confidence, updated_ts, ntokens, body, id, scope_id, fact_id)"
     " VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
 )
 
 
-def _row(cut: Cut, fact: IndexedFact) -> tuple[str, str, float, float, int, str]:
-    """`(fact_id, category, confidence, updated_ts, ntokens, body)`: the fact's row in `facts`."""
+def _row(cut: Cut, fact: IndexedFact) -> tuple[str, float, float, int, str]:
+    """`(category, confidence, updated_ts, ntokens, body)`: what `facts` holds about the fact."""
     body = " ".join(filter(None, (segment(fact.content, cut), event_words(fact.event_time))))
-    return (
-        fact.fact_id,
-        fact.category,
-        fact.confidence,
-        _timestamp(fact.updated_at),
-        count_tokens(body),
-        body,
-    )
+    return fact.category, fact.confidence, _timestamp(fact.updated_at), count_tokens(body), body
 
 
 def _upsert(
@@ -590,13 +584,13 @@ def _upsert(
         ).fetchone()
         if rowid > hi:
             raise OverflowError(f"scope {user_key}/{fact.agent}: rowid range exhausted")
-        conn.execute(_INSERT_FACT, (*values, rowid, scope_id))
+        conn.execute(_INSERT_FACT, (*values, rowid, scope_id, fact.fact_id))
     else:
         rowid = old[0]
         _unindex(conn, rowid, old[1])
         conn.execute(
-            "UPDATE facts SET fact_id = ?, category = ?, confidence = ?, updated_ts = ?,"
-            " ntokens = ?, body = ? WHERE id = ?",
+            "UPDATE facts SET category = ?, confidence = ?, updated_ts = ?, ntokens = ?,"
+            " body = ? WHERE id = ?",
             (*values, rowid),
         )
     conn.execute("INSERT INTO facts_fts(rowid, body) VALUES (?, ?)", (rowid, body))
