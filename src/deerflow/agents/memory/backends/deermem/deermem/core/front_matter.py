@@ -184,36 +184,34 @@ _BLOCK: Final = object()
 def _entry(line: str) -> tuple[str, Any]:
     """`(key, value)` of a `key: scalar` or `key:` line (value `_BLOCK`).
 
-    The value is immutable so that it can be cached: `[]` and `{}` are given as the types `list`
-    and `dict`, for the caller to build a new one (it may be changed).
+    The value is `_cached_scalar`'s: pass it through `_fresh` before storing it.
     """
     match = _KEY_LINE.fullmatch(line)
     if match is None:
         raise _Outside
     if match[2] is None:
         return match[1], _BLOCK
-    text = match[2]
-    if text in ("[]", "{}"):
-        return match[1], list if text == "[]" else dict
-    return match[1], _immutable_scalar(text)
+    return match[1], _cached_scalar(match[2])
 
 
 def _fresh(value: Any) -> Any:
-    """An `_entry` value as the record holds it: a new list or dict for `[]` or `{}`."""
+    """A `_cached_scalar` value as the record holds it: a new list or dict for `[]` or `{}`."""
     return value() if value is list or value is dict else value
 
 
 def _scalar(text: str) -> Any:
     """A scalar on one line, as PyYAML reads it."""
-    if text in ("[]", "{}"):
-        return [] if text == "[]" else {}  # new each time: a caller may change it
-    return _immutable_scalar(text)
+    return _fresh(_cached_scalar(text))
 
 
 # Most values recur from file to file (category, status, scope, source, confidence), and a
 # reindex reads 10^5 files: reading each spelling once saves about 30% of the parse.
 @functools.lru_cache(maxsize=4096)
-def _immutable_scalar(text: str) -> Any:
+def _cached_scalar(text: str) -> Any:
+    """A scalar on one line, immutable so that it can be cached: `[]` and `{}` are given as the
+    types `list` and `dict`, for `_fresh` to build a new one (a caller may change it)."""
+    if text in ("[]", "{}"):
+        return list if text == "[]" else dict
     if text.startswith("'"):
         match = _SINGLE_QUOTED.fullmatch(text)
         if match is None:
