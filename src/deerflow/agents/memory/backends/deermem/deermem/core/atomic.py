@@ -19,6 +19,7 @@ __all__ = [
     "fsync_dir",
     "read_file",
     "truncate_torn_tail",
+    "write_all",
 ]
 
 SYNC_THREADS: Final = 8
@@ -107,7 +108,7 @@ class SyncBatch:
         """
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
         try:
-            _write_all(fd, data)
+            write_all(fd, data)
         except BaseException:
             os.close(fd)
             path.unlink(missing_ok=True)
@@ -121,7 +122,7 @@ class SyncBatch:
         fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o666)
         self._staged[path] = temp
         try:
-            _write_all(fd, data)
+            write_all(fd, data)
         except BaseException:
             os.close(fd)
             raise
@@ -176,7 +177,8 @@ class SyncBatch:
             self.sync()
 
 
-def _write_all(fd: int, data: bytes) -> None:
+def write_all(fd: int, data: bytes) -> None:
+    """Write all of `data` at the descriptor's position (`os.write` may write only part)."""
     view = memoryview(data)
     while view:
         view = view[os.write(fd, view) :]

@@ -34,6 +34,7 @@ from deerflow.agents.memory.backends.deermem.deermem.core.atomic import (
     atomic_write,
     fsync_dir,
     truncate_torn_tail,
+    write_all,
 )
 from deerflow.agents.memory.manager import MemoryCorruptionError
 
@@ -79,7 +80,7 @@ class Journal:
         existed = path.exists()
         fd = os.open(path, os.O_WRONLY | os.O_CREAT, 0o600)
         try:
-            _write_all(fd, header + payload)
+            write_all(fd, header + payload)  # from the start: the file is never truncated
             os.fdatasync(fd)
         finally:
             os.close(fd)
@@ -175,12 +176,6 @@ def _pending_payload(path: Path, handle: BinaryIO) -> bytes | None:
     if len(payload) != size or zlib.crc32(payload) != checksum:
         return None  # torn while written: the commit had not touched anything yet
     return payload
-
-
-def _write_all(fd: int, data: bytes) -> None:
-    view = memoryview(data)
-    while view:
-        view = view[os.pwrite(fd, view, len(data) - len(view)) :]
 
 
 def _cut_after(path: Path, size: int) -> None:
