@@ -22,10 +22,11 @@ extracted from that session), and each is searched by three methods:
   default `retrieval_semantic_weight` of 0.5;
 * `semantic`: the same index with semantic weight 1.0, the model's ranking alone.
 
-One more row, `hybrid+neighbours` on turns+dates, is NOT a DeerMem method: the benchmark
-re-ranks DeerMem's top 100 by turn order (a turn gains half the score of the turn before it and a
-quarter of the one after it, weights chosen on this same data), to show what neighbour-turn
-expansion adds when documents are raw dialogue turns.
+Each fact also records its session as its conversation thread and, as the time it was written,
+the session's date plus one second per turn (an observation: per turn it cites), as DeerMem
+records `source.threadId` and `createdAt` for a fact extracted from a conversation. The
+`+thread` rows search with `retrieval_thread_context` (0.25 and 0.5): each hit lends part of its
+score to the facts written next to it in its thread (`deermem/threads.py`).
 
 The dataset (CC BY-NC 4.0) is read at run time from `DEERFLOW_LOCOMO` or
 `<repo>/../shared/datasets/locomo10.json` and never copied; without it the benchmark exits 0 with a
@@ -45,7 +46,7 @@ import tempfile
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, Final
 
@@ -57,7 +58,6 @@ from deerflow.agents.memory.backends.deermem.deermem.core.index import (
     TOKENIZER,
     IndexedFact,
     RetrievalIndex,
-    SearchHit,
 )
 from deerflow.agents.memory.backends.deermem.deermem.embeddings import (
     MODEL_NAME,
@@ -80,11 +80,8 @@ CONFIDENCE: Final = 1.0
 UPDATED_AT: Final = "2026-01-01T00:00:00+00:00"
 NOW: Final = datetime(2026, 1, 1, tzinfo=UTC)
 SEMANTIC_WEIGHT: Final = DeerMemConfig.model_fields["retrieval_semantic_weight"].default
-# Neighbour-turn expansion (evaluation-side, see the module docstring).
 REFERENCE: Final = "fts5 bm25() reference"  # `fts5_reference`: not a DeerMem method
-NEIGHBOUR_POOL: Final = 100
-FROM_PREVIOUS: Final = 0.5
-FROM_NEXT: Final = 0.25
+THREAD_CONTEXTS: Final = (0.25, 0.5)  # `retrieval_thread_context` of the `+thread` rows
 
 CONVERSATION: Final = "conversation:"  # prefix of the per-conversation groups in `evaluate`
 
@@ -241,6 +238,7 @@ def build_index(
     """
     by_conv: dict[str, list[IndexedFact]] = {}
     for doc in documents:
+        thread, created_at = _written(doc)
         by_conv.setdefault(doc.conversation, []).append(
             IndexedFact(
                 AGENT,
@@ -250,6 +248,8 @@ def build_index(
                 CONFIDENCE,
                 UPDATED_AT,
                 event_time=doc.session_date if dated else None,
+                thread=thread,
+                created_at=created_at,
             )
         )
     index = RetrievalIndex(path, model)
@@ -258,10 +258,28 @@ def build_index(
     return index, time.perf_counter() - start
 
 
-def searcher(index: RetrievalIndex, *, semantic_weight: float, limit: int = LIMIT) -> Ranker:
+def _written(doc: Document) -> tuple[str | None, str]:
+    """The document's thread (its session) and when it was written (the session's date plus one
+    second per turn); no thread for a document that cites no turn."""
+    match = _DIA_ID.fullmatch(doc.dia_ids[0]) if doc.dia_ids else None
+    if match is None:
+        return None, UPDATED_AT
+    start = datetime.fromisoformat(doc.session_date) if doc.session_date else NOW
+    return f"session {match.group(1)}", (start + timedelta(seconds=int(match.group(2)))).isoformat()
+
+
+def searcher(
+    index: RetrievalIndex, *, semantic_weight: float, thread_context: float = 0.0
+) -> Ranker:
     def rank(q: Question) -> list[str]:
         hits = index.search(
-            q.conversation, AGENT, q.text, limit=limit, now=NOW, semantic_weight=semantic_weight
+            q.conversation,
+            AGENT,
+            q.text,
+            limit=LIMIT,
+            now=NOW,
+            semantic_weight=semantic_weight,
+            thread_context=thread_context,
         )
         return [hit.fact_id for hit in hits]
 
@@ -296,42 +314,6 @@ def fts5_reference(conn: sqlite3.Connection, documents: Sequence[Document]) -> R
         return [doc_id for (doc_id,) in rows]
 
     return rank
-
-
-def with_neighbours(index: RetrievalIndex, documents: Sequence[Document]) -> Ranker:
-    """Evaluation-side neighbour-turn expansion of the hybrid ranking (module docstring)."""
-    known = {(d.conversation, d.doc_id) for d in documents}
-
-    def rank(q: Question) -> list[str]:
-        hits = index.search(
-            q.conversation,
-            AGENT,
-            q.text,
-            limit=NEIGHBOUR_POOL,
-            now=NOW,
-            semantic_weight=SEMANTIC_WEIGHT,
-        )
-        return _expand(q.conversation, hits, known)[:LIMIT]
-
-    return rank
-
-
-def _expand(conv: str, hits: Sequence[SearchHit], known: set[tuple[str, str]]) -> list[str]:
-    if not hits:
-        return []
-    best = hits[0].score or 1.0
-    scores = {hit.fact_id: hit.score / best for hit in hits}
-    expanded = dict(scores)
-    for dia_id, score in scores.items():
-        match = _DIA_ID.fullmatch(dia_id)
-        if match is None:
-            continue
-        session, turn = match.group(1), int(match.group(2))
-        for offset, share in ((1, FROM_PREVIOUS), (-1, FROM_NEXT)):
-            neighbour = f"D{session}:{turn + offset}"
-            if (conv, neighbour) in known:
-                expanded[neighbour] = expanded.get(neighbour, 0.0) + share * score
-    return sorted(expanded, key=lambda doc: (-expanded[doc], doc))
 
 
 def evaluate(rank: Ranker, corpus: Corpus, documents: Sequence[Document]) -> dict[str, Any]:
@@ -424,6 +406,9 @@ def run(path: Path, conversations: int | None, workdir: Path) -> dict[str, Any]:
             try:
                 rank = searcher(index, semantic_weight=0.0)
                 methods["lexical"] = evaluate(rank, corpus, documents) | {"build_seconds": build_s}
+                for share in THREAD_CONTEXTS:
+                    rank = searcher(index, semantic_weight=0.0, thread_context=share)
+                    methods[f"lexical+thread {share}"] = evaluate(rank, corpus, documents)
             finally:
                 index.close()
             if not dated:
@@ -440,9 +425,9 @@ def run(path: Path, conversations: int | None, workdir: Path) -> dict[str, Any]:
                 for method, weight in (("hybrid", SEMANTIC_WEIGHT), ("semantic", 1.0)):
                     rank = searcher(index, semantic_weight=weight)
                     methods[method] = evaluate(rank, corpus, documents) | {"build_seconds": build_s}
-                if label == "turns+dates":
-                    rank = with_neighbours(index, documents)
-                    methods["hybrid+neighbours"] = evaluate(rank, corpus, documents)
+                for share in THREAD_CONTEXTS:
+                    rank = searcher(index, semantic_weight=SEMANTIC_WEIGHT, thread_context=share)
+                    methods[f"hybrid+thread {share}"] = evaluate(rank, corpus, documents)
             finally:
                 index.close()
     return {
@@ -464,11 +449,7 @@ def run(path: Path, conversations: int | None, workdir: Path) -> dict[str, Any]:
             "embedding_model_load_seconds": model_load_s,
             "semantic_weight": SEMANTIC_WEIGHT,
             "candidates_per_ranking": CANDIDATES,
-            "neighbours": {
-                "pool": NEIGHBOUR_POOL,
-                "from_previous": FROM_PREVIOUS,
-                "from_next": FROM_NEXT,
-            },
+            "thread_contexts": list(THREAD_CONTEXTS),
         },
         "sqlite": sqlite3.sqlite_version,
         "python": sys.version.split()[0],
@@ -495,7 +476,8 @@ def print_tables(results: dict[str, Any]) -> None:
             f"({first['documents']} docs, {first['questions']} questions)"
         )
         for column in ("method", "source", "R@1", "R@5", "R@10", "R@20", "all-ev@10"):
-            table.add_column(column, justify="left" if column in ("method", "source") else "right")
+            left = column in ("method", "source")
+            table.add_column(column, justify="left" if left else "right", no_wrap=left)
         for cat in CATEGORIES:
             table.add_column(f"c{cat} R@10", justify="right")
         table.add_column("p50 / p99 ms", justify="right")

@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from benchmarks.locomo_retrieval import KS, REFERENCE, dataset_path, parse_ids
+from benchmarks.locomo_retrieval import KS, REFERENCE, THREAD_CONTEXTS, dataset_path, parse_ids
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -58,8 +58,9 @@ def test_first_conversation(tmp_path: Path) -> None:
     assert set(runs) == {"turns", "turns+dates", "observations", "observations+dates"}
     for documents, methods in runs.items():
         expected = {"lexical", "hybrid", "semantic"}
-        if documents == "turns+dates":
-            expected.add("hybrid+neighbours")
+        expected |= {
+            f"{m}+thread {share}" for m in ("lexical", "hybrid") for share in THREAD_CONTEXTS
+        }
         if "+dates" not in documents:
             expected.add(REFERENCE)
         assert set(methods) == expected

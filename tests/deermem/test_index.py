@@ -332,7 +332,7 @@ def test_reopening_keeps_data_and_schema(tmp_path: Path) -> None:
     assert second.indexed_revision("u1") == 1
     second.close()
     with sqlite3.connect(path) as conn:
-        assert conn.execute("SELECT version FROM migrations").fetchall() == [(1,), (2,)]
+        assert conn.execute("SELECT version FROM migrations").fetchall() == [(1,), (2,), (3,)]
         assert conn.execute("PRAGMA journal_mode").fetchone() == ("wal",)
 
 

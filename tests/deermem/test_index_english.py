@@ -119,7 +119,7 @@ def test_an_index_built_with_unicode61_is_retokenized_on_open(tmp_path: Path) ->
     with sqlite3.connect(path) as conn:
         (sql,) = conn.execute("SELECT sql FROM sqlite_master WHERE name = 'facts_fts'").fetchone()
         assert f"tokenize='{TOKENIZER}'" in sql
-        assert conn.execute("SELECT version FROM migrations").fetchall() == [(1,), (2,)]
+        assert conn.execute("SELECT version FROM migrations").fetchall() == [(1,), (2,), (3,)]
 
 
 # -- event times --------------------------------------------------------------------------------
@@ -157,7 +157,9 @@ def test_an_index_from_before_event_times_rebuilds_each_user_once(tmp_path: Path
     first.close()
     with sqlite3.connect(path) as conn:  # back to schema version 1
         conn.execute("DROP TABLE vectors")
-        conn.execute("DELETE FROM migrations WHERE version = 2")
+        conn.execute("ALTER TABLE facts DROP COLUMN thread")
+        conn.execute("ALTER TABLE facts DROP COLUMN created_ts")
+        conn.execute("DELETE FROM migrations WHERE version >= 2")
         conn.execute("DELETE FROM meta WHERE key = 'embedder'")
     reopened = RetrievalIndex(path)
     assert reopened.indexed_revision("u1") is None  # dirty: the next search rebuilds it

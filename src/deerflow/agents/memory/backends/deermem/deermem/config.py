@@ -56,6 +56,7 @@ class DeerMemConfig(BaseModel):
     retrieval_diversity_weight: float = Field(default=0.0, ge=0, le=1)
     retrieval_embeddings: bool = False
     retrieval_semantic_weight: float = Field(default=0.5, ge=0, le=1)
+    retrieval_thread_context: float = Field(default=0.0, ge=0, le=1)
 
     @field_validator("retrieval_embeddings")
     @classmethod

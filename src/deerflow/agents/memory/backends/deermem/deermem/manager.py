@@ -308,6 +308,7 @@ class DeerMemMemoryManager(MemoryManager):
             category=category,
             limit=top_k,
             semantic_weight=self._config.retrieval_semantic_weight,
+            thread_context=self._config.retrieval_thread_context,
         )
         _, records = self._storage.load_facts(user_id, agent_name, [h.fact_id for h in hits])
         # A hit missing from the files means the index ran ahead; it heals on the next commit.
@@ -733,4 +734,13 @@ def _indexed(record: Mapping[str, Any]) -> IndexedFact:
         confidence=float(record["confidence"]),
         updated_at=str(record.get("updatedAt", "")),
         event_time=record.get("event_time") if isinstance(record.get("event_time"), str) else None,
+        thread=_thread_of(record),
+        created_at=str(record.get("createdAt", "")),
     )
+
+
+def _thread_of(record: Mapping[str, Any]) -> str | None:
+    """The conversation thread the fact came from, if its `source` names one."""
+    source = record.get("source")
+    thread = source.get("threadId") if isinstance(source, Mapping) else None
+    return thread if isinstance(thread, str) and thread else None

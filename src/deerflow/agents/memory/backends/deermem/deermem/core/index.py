@@ -71,6 +71,7 @@ from deerflow.agents.memory.backends.deermem.deermem.core.vectors import (
     sync_model,
 )
 from deerflow.agents.memory.backends.deermem.deermem.fusion import fuse
+from deerflow.agents.memory.backends.deermem.deermem.threads import POOL, ThreadOrder, spread
 from deerflow.agents.memory.manager import MemoryCorruptionError
 
 __all__ = ["TOKENIZER", "IndexCorruptionError", "IndexedFact", "RetrievalIndex", "SearchHit"]
@@ -89,6 +90,10 @@ _TERM_SQL: Final = "SELECT rowid FROM facts_fts WHERE facts_fts MATCH ? AND rowi
 _ROWS_SQL: Final = (
     "SELECT id, fact_id, category, confidence, updated_ts, ntokens FROM facts"
     " WHERE id BETWEEN ? AND ?"
+)
+_THREADS_SQL: Final = (
+    "SELECT fact_id, thread, category FROM facts WHERE id BETWEEN ? AND ? AND thread IS NOT NULL"
+    " ORDER BY thread, created_ts, id"
 )
 
 TOKENIZER: Final = "porter unicode61 remove_diacritics 2"
@@ -121,6 +126,12 @@ MIGRATIONS: Final[tuple[tuple[str, ...], ...]] = (
         # Rows now carry their fact's event time as words: rebuild each user before a search.
         "UPDATE users SET revision = NULL",
     ),
+    (
+        "ALTER TABLE facts ADD COLUMN thread TEXT",
+        "ALTER TABLE facts ADD COLUMN created_ts REAL NOT NULL DEFAULT 0",
+        # The new columns are filled as each user is rebuilt before its next search.
+        "UPDATE users SET revision = NULL",
+    ),
 )
 """Schema versions; `MIGRATIONS[i]` takes the database from version i to i + 1."""
 
@@ -142,6 +153,8 @@ class IndexedFact:
     confidence: float
     updated_at: str
     event_time: str | None = None
+    thread: str | None = None  # the conversation it came from (`source.threadId`)
+    created_at: str = ""  # orders the facts of a thread
 
 
 @dataclass(slots=True)
@@ -152,6 +165,7 @@ class _Scope:
     revision: int | None  # None: the user is dirty, so this is not kept
     rows: ScopeRows | None = None  # read when a search first matches something
     vectors: ScopeVectors | None = None  # read on the first hybrid search
+    threads: ThreadOrder | None = None  # read on the first search with thread context
 
 
 @dataclass(frozen=True, slots=True)
@@ -364,6 +378,7 @@ class RetrievalIndex:
         limit: int = 5,
         now: datetime | None = None,
         semantic_weight: float = 0.5,
+        thread_context: float = 0.0,
     ) -> list[SearchHit]:
         """The facts of one scope that best match `query`, best first.
 
@@ -371,7 +386,9 @@ class RetrievalIndex:
         nothing else; deliberate FTS5 syntax passes through, and if FTS5 rejects it the text is
         searched again as plain words. With a model, the lexical ranking is fused with the
         semantic one (see the module docstring), so a fact can be found by meaning alone, and
-        the score is the fused one (0..1).
+        the score is the fused one (0..1). With thread context, the best `threads.POOL` of that
+        ranking lend part of their score to their thread neighbours (`threads.spread`), and the
+        score is relative to the ranking's best (which lends from 1).
 
         Args:
             user_key: the user's key.
@@ -381,33 +398,42 @@ class RetrievalIndex:
             limit: the most hits to return.
             now: the moment recency is measured from (default: the current time).
             semantic_weight: the semantic ranking's weight in the fusion, 0..1.
+            thread_context: the share of a hit's score its thread neighbours get, 0..1; 0 is off.
 
         Raises:
-            ValueError: `limit` is below 1.
+            ValueError: `limit` is below 1, or `thread_context` is outside 0..1.
             EmbeddingError: the model failed to encode the query.
         """
         if limit < 1:
             raise ValueError(f"limit: must be at least 1, got {limit}")
+        if not 0.0 <= thread_context <= 1.0:
+            raise ValueError(f"thread_context: must be between 0 and 1, got {thread_context!r}")
         moment = _timestamp(now or datetime.now(UTC))
         model = self._model
         # Encoded before taking the lock: the model is not the connection's business.
         query_vector = model.encode([query])[0] if model is not None and query.strip() else None
         if query_vector is not None and not any(query_vector):
             query_vector = None  # no token the model knows (e.g. Chinese): lexical only
+        pool = limit if thread_context == 0.0 else max(limit, POOL)
+        vectors = threads = None
         with self._guard(), read_transaction(self._conn):
             scope = self._scope(user_key, agent)
             if scope is None:
                 return []
-            depth = limit if query_vector is None else max(limit, CANDIDATES)
-            lexical = self._lexical(query, scope, category=category, limit=depth, now=moment)
-            if model is None or query_vector is None:
-                return [SearchHit(fact_id, score) for fact_id, score in lexical]
-            vectors = self._vectors(scope)
-        priors = vectors.priors(moment, category)
-        nearest = model.nearest(query_vector, vectors.matrix, priors, depth)
-        semantic = [(vectors.fact_ids[row], score) for row, score in nearest]
-        fused = fuse(lexical, semantic, semantic_weight=semantic_weight, limit=limit)
-        return [SearchHit(fact_id, score) for fact_id, score in fused]
+            depth = pool if query_vector is None else max(pool, CANDIDATES)
+            ranking = self._lexical(query, scope, category=category, limit=depth, now=moment)
+            if model is not None and query_vector is not None:
+                vectors = self._vectors(scope)
+            if thread_context and (ranking or vectors is not None):
+                threads = self._threads(scope)
+        if model is not None and query_vector is not None and vectors is not None:
+            priors = vectors.priors(moment, category)
+            nearest = model.nearest(query_vector, vectors.matrix, priors, depth)
+            semantic = [(vectors.fact_ids[row], score) for row, score in nearest]
+            ranking = fuse(ranking, semantic, semantic_weight=semantic_weight, limit=pool)
+        if threads is not None:
+            ranking = spread(ranking, threads, share=thread_context, category=category, limit=limit)
+        return [SearchHit(fact_id, score) for fact_id, score in ranking[:limit]]
 
     def similarities(self, user_key: str, agent: str, query: str) -> dict[str, float]:
         """The cosine similarity of `query` to every fact of the scope that has a vector.
@@ -462,6 +488,13 @@ class RetrievalIndex:
             rows = self._conn.execute(_ROWS_SQL, _scope_range(scope.scope_id)).fetchall()
             scope.rows = ScopeRows.of(rows)
         return scope.rows
+
+    def _threads(self, scope: _Scope) -> ThreadOrder:
+        """The scope's thread order, read once per cached scope (the lock is held)."""
+        if scope.threads is None:
+            rows = self._conn.execute(_THREADS_SQL, _scope_range(scope.scope_id))
+            scope.threads = ThreadOrder.of(rows)
+        return scope.threads
 
     def _vectors(self, scope: _Scope) -> ScopeVectors:
         """The scope's vectors, read once per cached scope (the lock is held)."""
@@ -550,15 +583,24 @@ class RetrievalIndex:
 
 
 _INSERT_FACT: Final = (
-    "INSERT INTO facts (category, confidence, updated_ts, ntokens, body, id, scope_id, fact_id)"
-    " VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
+    "INSERT INTO facts (category, confidence, updated_ts, thread, created_ts, ntokens, body, id,"
+    " scope_id, fact_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
 )
 
 
-def _row(cut: Cut, fact: IndexedFact) -> tuple[str, float, float, int, str]:
-    """`(category, confidence, updated_ts, ntokens, body)`: what `facts` holds about the fact."""
+def _row(cut: Cut, fact: IndexedFact) -> tuple[str, float, float, str | None, float, int, str]:
+    """`(category, confidence, updated_ts, thread, created_ts, ntokens, body)`: what `facts`
+    holds about the fact."""
     body = " ".join(filter(None, (segment(fact.content, cut), event_words(fact.event_time))))
-    return fact.category, fact.confidence, _timestamp(fact.updated_at), count_tokens(body), body
+    return (
+        fact.category,
+        fact.confidence,
+        _timestamp(fact.updated_at),
+        fact.thread,
+        _timestamp(fact.created_at),
+        count_tokens(body),
+        body,
+    )
 
 
 def _upsert(
@@ -589,8 +631,8 @@ def _upsert(
         rowid = old[0]
         _unindex(conn, rowid, old[1])
         conn.execute(
-            "UPDATE facts SET category = ?, confidence = ?, updated_ts = ?, ntokens = ?,"
-            " body = ? WHERE id = ?",
+            "UPDATE facts SET category = ?, confidence = ?, updated_ts = ?, thread = ?,"
+            " created_ts = ?, ntokens = ?, body = ? WHERE id = ?",
             (*values, rowid),
         )
     conn.execute("INSERT INTO facts_fts(rowid, body) VALUES (?, ?)", (rowid, body))
