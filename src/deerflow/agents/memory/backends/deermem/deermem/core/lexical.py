@@ -48,36 +48,39 @@ def recency(updated: float, now: float) -> float:
 
 @dataclass(frozen=True, slots=True)
 class ScopeRows:
-    """What ranking needs of every fact of one scope, as read (a search that misses the cache
-    pays for this object, so it only regroups the columns; `rank` computes from them).
+    """What ranking needs of every fact of one scope, as read once per indexed revision (a search
+    that misses the cache pays for this object).
 
     Attributes:
         positions: rowid → position in the tuples below.
-        fact_ids, categories, confidences, updated, ntokens: per fact (updated: Unix seconds).
-        average_tokens: the mean of `ntokens` (1 when there is no fact).
+        fact_ids, categories, updated: per fact (updated: Unix seconds).
+        weights: per fact, what its text relevance is multiplied by before recency: BM25's
+            length normalisation of its length times its confidence factor.
     """
 
     positions: dict[int, int]
     fact_ids: tuple[str, ...]
     categories: tuple[str, ...]
-    confidences: tuple[float, ...]
     updated: tuple[float, ...]
-    ntokens: tuple[int, ...]
-    average_tokens: float
+    weights: tuple[float, ...]
 
     @classmethod
     def of(cls, rows: Sequence[tuple[int, str, str, float, float, int]]) -> ScopeRows:
         """From `(rowid, fact_id, category, confidence, updated_ts, ntokens)` rows."""
         columns = list(zip(*rows, strict=True)) or [()] * 6
         rowids, fact_ids, categories, confidences, updated, ntokens = columns
+        average = sum(ntokens) / len(ntokens) if ntokens else 1.0
+        # BM25's length normalisation is (k1 + 1) / (fixed + per_token * length).
+        fixed, per_token = 1 + K1 * (1 - B), K1 * B / average
         return cls(
             positions=dict(zip(rowids, range(len(rowids)), strict=True)),
             fact_ids=fact_ids,
             categories=categories,
-            confidences=confidences,
             updated=updated,
-            ntokens=ntokens,
-            average_tokens=sum(ntokens) / len(ntokens) if ntokens else 1.0,
+            weights=tuple(
+                (K1 + 1) / (fixed + per_token * length) * confidence_factor(confidence)
+                for length, confidence in zip(ntokens, confidences, strict=True)
+            ),
         )
 
 
@@ -108,23 +111,20 @@ def rank(
         idf = math.log(1 + (total - matched + 0.5) / (matched + 0.5))
         for rowid in rowids:
             relevance[rowid] = relevance.get(rowid, 0.0) + idf
-    positions, ntokens, confidences = rows.positions, rows.ntokens, rows.confidences
-    # BM25's length normalisation is (k1 + 1) / (fixed + per_token * length).
-    fixed, per_token = 1 + K1 * (1 - B), K1 * B / rows.average_tokens
+    positions, weights, categories = rows.positions, rows.weights, rows.categories
+    scored_rowids = (
+        relevance.items()
+        if candidates is None
+        else ((rowid, relevance.get(rowid, 0.0)) for rowid in candidates)
+    )
     # Each candidate's score before recency, which can only scale it by _OLDEST..1. A rowid
     # missing from `rows` was written after they were read, by another process under the same
     # revision; it is ranked once its user's revision moves on.
     bounds = [
-        (
-            relevance.get(rowid, 0.0)
-            * (K1 + 1)
-            / (fixed + per_token * ntokens[position])
-            * confidence_factor(confidences[position]),
-            position,
-        )
-        for rowid in (relevance if candidates is None else candidates)
+        (text * weights[position], position)
+        for rowid, text in scored_rowids
         if (position := positions.get(rowid)) is not None
-        and (category is None or rows.categories[position] == category)
+        and (category is None or categories[position] == category)
     ]
     if len(bounds) > limit:
         # The limit-th best score is at least _OLDEST times the limit-th best bound: facts below
