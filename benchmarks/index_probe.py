@@ -7,7 +7,8 @@ like the baseline's (12 templates over word lists, 0.55..0.99 confidence, 8 cate
 are 2-3 words of the same vocabulary, so common words match many facts of every user, as in real
 use. This probe looks at the bare index; `benchmarks.deermem_bench` measures through the manager.
 
-* search over 10^3 users at 10^3, 10^4 and 10^5 facts (each user's bucket grows too);
+* search over 10^3 users at 10^3, 10^4 and 10^5 facts (each user's bucket grows too); at 10^5
+  also with thread context 0.5 (`retrieval_thread_context`), every 10 facts of a user one thread;
 * search by one user of 100 facts among 10^3..10^5 facts of others (only others' data grows);
 * apply of one new fact (a user of 100 facts) with 10^2, 10^3 and 10^5 rows in the index;
 * "[alt]": the same scoped queries on a bare FTS5 table, with and without FTS5's own bm25(),
@@ -29,6 +30,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterator
+from dataclasses import replace
 from pathlib import Path
 
 from benchmarks.datagen import AGENT, make_fact, query_plan
@@ -39,15 +41,23 @@ from deerflow.agents.memory.backends.deermem.deermem.core.index import (
 
 
 def corpus(
-    n_facts: int, n_users: int, seed: int = 7
+    n_facts: int, n_users: int, seed: int = 7, *, threads: bool = False
 ) -> Iterator[tuple[str, int, Iterator[IndexedFact]]]:
-    """`n_facts` spread evenly over users `u0..u{n_users-1}`, generated lazily."""
+    """`n_facts` spread evenly over users `u0..u{n_users-1}`, generated lazily; with `threads`,
+    every 10 consecutive facts are one conversation thread, in the order generated."""
     rng = random.Random(seed)
     per_user, extra = divmod(n_facts, n_users)
     counter = iter(range(n_facts))
+
+    def fact(n: int) -> IndexedFact:
+        made = make_fact(rng, n)
+        if not threads:
+            return made
+        return replace(made, thread=f"thread {n // 10}", created_at=f"2026-01-01T00:00:{n % 10}Z")
+
     for u in range(n_users):
         count = per_user + (1 if u < extra else 0)
-        yield f"u{u}", 1, (make_fact(rng, next(counter)) for _ in range(count))
+        yield f"u{u}", 1, (fact(next(counter)) for _ in range(count))
 
 
 def timed(samples: int, call: Callable[[int], object]) -> dict[str, float]:
@@ -65,11 +75,17 @@ def show(stats: dict[str, float]) -> str:
     return "  ".join(f"{name} {value:.3f}" for name, value in stats.items()) + "  (ms)"
 
 
-def search_latency(index: RetrievalIndex, users: list[str], queries: int) -> dict[str, float]:
+def search_latency(
+    index: RetrievalIndex, users: list[str], queries: int, thread_context: float = 0.0
+) -> dict[str, float]:
     plan = query_plan(users, queries)
-    for user, query in plan[:200]:  # warm the page cache, as a running server would have it
-        index.search(user, AGENT, query)
-    return timed(queries, lambda i: index.search(plan[i][0], AGENT, plan[i][1]))
+
+    def search(i: int) -> object:
+        return index.search(plan[i][0], AGENT, plan[i][1], thread_context=thread_context)
+
+    for i in range(200):  # warm the page cache, as a running server would have it
+        search(i)
+    return timed(queries, search)
 
 
 def apply_latency(index: RetrievalIndex, user: str, samples: int) -> dict[str, float]:
@@ -166,6 +182,15 @@ def main() -> None:
                 search_latency(index, users, args.queries),
             )
             index.close()
+        index = RetrievalIndex(Path(tmp) / "threads.sqlite3")
+        index.rebuild(corpus(10**5, 1000, threads=True))
+        for share in (0.0, 0.5):
+            record(
+                f"search_threads_{share}",
+                f"search, 10^5 facts in threads / 1000 users, thread context {share}",
+                search_latency(index, users, args.queries, thread_context=share),
+            )
+        index.close()
 
         for others in sizes:
             index = RetrievalIndex(Path(tmp) / f"probe{others}.sqlite3")
