@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from deerflow.agents.memory.backends.deermem import DeerMemMemoryManager
+from deerflow.agents.memory.backends.deermem.deermem import manager as manager_module
 from deerflow.agents.memory.backends.deermem.deermem.core import index as index_module
 from deerflow.agents.memory.backends.deermem.deermem.core.paths import UserPaths, safe_user_id
 from deerflow.agents.memory.backends.deermem.deermem.core.storage import (
@@ -229,6 +230,62 @@ def test_capacity_evicts_the_weakest_and_reports_it(tmp_path: Path) -> None:
     latest = manager.get_history(user_id="u", limit=1)[0]
     assert f"capacity evicted {ids[0]}" in latest["reason"]
     assert [f["id"] for f in latest["before"]["facts"]] == [ids[0]]
+
+
+def test_eviction_ties_and_changed_facts_follow_the_policy_not_a_stale_cache(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Every fact is stamped in the same second, so the order within equal confidences decides.
+    monkeypatch.setattr(manager_module, "utc_now", lambda: "2026-01-01T00:00:00Z")
+    manager = make(tmp_path, max_facts=10)
+    for i in range(10):
+        manager.create_fact(f"fact number {i}", confidence=0.4 if i % 2 else 0.6, user_id="u")
+    snapshot = manager.storage.load("u", None)
+    weakest = min(snapshot.facts.values(), key=lambda f: f["confidence"])["id"]
+    # Raising the weakest fact's confidence makes a new record: the next tie must go instead.
+    manager.update_fact(weakest, confidence=0.9, user_id="u")
+    snapshot = manager.storage.load("u", None)
+    expected = min(snapshot.facts.values(), key=lambda f: f["confidence"])["id"]
+    assert expected != weakest
+    doc, _ = manager.create_fact("a strong fact", confidence=0.99, user_id="u")
+    assert expected not in {f["id"] for f in doc["facts"]}
+    assert weakest in {f["id"] for f in doc["facts"]}
+
+
+def test_duplicates_are_checked_against_edited_files_after_reload(tmp_path: Path) -> None:
+    manager = make(tmp_path)
+    _, porto = manager.create_fact("Lives in Porto", user_id="u")
+    _, other = manager.create_fact("Works remotely", user_id="u")
+    assert porto
+    assert other
+    (fact_file,) = (UserPaths(tmp_path, "u").agents / "__default__" / "facts").glob(
+        f"??/{porto}.md"
+    )
+    fact_file.write_text(fact_file.read_text().replace("Lives in Porto", "Lives in Lisbon"))
+    manager.reload_memory(user_id="u")
+    with pytest.raises(DuplicateFactError) as info:
+        manager.create_fact("lives in  LISBON", user_id="u")
+    assert info.value.existing_fact_id == porto
+    with pytest.raises(DuplicateFactError) as info:
+        manager.update_fact(other, content="Lives in Lisbon", user_id="u")
+    assert info.value.existing_fact_id == porto
+    manager.update_fact(porto, content="lives in lisbon", user_id="u")  # its own text: allowed
+    assert manager.create_fact("Lives in Porto", user_id="u")[1]
+
+
+def test_returned_documents_share_nothing_with_the_next_call(tmp_path: Path) -> None:
+    manager = make(tmp_path)
+    fact = {"content": "Uses uv", "category": "preference", "topics": ["python"]}
+    manager.import_memory({"facts": [fact]}, user_id="u")
+    doc, _ = manager.create_fact("Lives in Porto", user_id="u")
+    before = manager.get_memory(user_id="u")
+    for returned in doc["facts"]:
+        returned["content"] = "changed"
+        if "topics" in returned:
+            returned["topics"].append("changed")
+    doc["user"]["workContext"]["summary"] = "changed"
+    assert manager.get_memory(user_id="u") == before
+    assert "changed" not in str(manager.get_memory(user_id="u"))
 
 
 def test_revert_restores_a_deleted_fact_byte_identically(tmp_path: Path) -> None:
