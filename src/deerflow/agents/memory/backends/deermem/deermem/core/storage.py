@@ -58,6 +58,7 @@ __all__ = ["FileMemoryStorage", "MemoryStorage", "load_storage"]
 
 DOCUMENT_VERSION: Final = "2.0"
 SINGLES_CACHE_SIZE: Final = 4096
+MANIFESTS_CACHE_SIZE: Final = 4096
 # Fields whose change alone does not make a new fact revision.
 _BOOKKEEPING: Final = frozenset({"revision", "updatedAt"})
 
@@ -134,6 +135,9 @@ class FileMemoryStorage(MemoryStorage):
         self._singles: dict[tuple[str, str], _Bucket] = {}
         # Each user's bucket names, per memory.json state (only a commit creates a bucket).
         self._bucket_names: dict[str, tuple[bytes, tuple[str, ...]]] = {}
+        # Each user's memory.json as last parsed or written: the same bytes are not parsed
+        # again (a create reads them three times). Shared by snapshots, so never changed.
+        self._manifests: dict[str, _Manifest] = {}
 
     # -- reading -------------------------------------------------------------------------------
 
@@ -183,7 +187,7 @@ class FileMemoryStorage(MemoryStorage):
                 stored = (
                     None
                     if fact_id in singles.facts
-                    else self._stored(paths, raw_user, (bucket, fact_id))
+                    else self._stored(paths.fact_file(bucket, fact_id), raw_user, bucket)
                 )
                 if stored is not None:
                     singles.facts[fact_id] = stored[1]
@@ -262,13 +266,22 @@ class FileMemoryStorage(MemoryStorage):
             document: dict[str, Any] = dict(empty_document())
             document.pop("facts")
             return _Manifest(b"", document)
+        known = self._manifests.get(paths.user_key)
+        if known is not None and known.raw == raw:
+            return known
         try:
             document = json.loads(raw)
             if not isinstance(document, dict) or not isinstance(document.get("revision"), int):
                 raise ValueError("not a memory document with an integer revision")
         except ValueError as exc:
             raise MemoryCorruptionError(f"{paths.manifest}: unreadable: {exc}") from exc
-        return _Manifest(raw, document)
+        return self._remember(paths.user_key, _Manifest(raw, document))
+
+    def _remember(self, user_key: str, manifest: _Manifest) -> _Manifest:
+        if len(self._manifests) >= MANIFESTS_CACHE_SIZE:
+            self._manifests.clear()
+        self._manifests[user_key] = manifest
+        return manifest
 
     def _recovered_manifest(self, paths: UserPaths) -> _Manifest:
         """The manifest after finishing or undoing an interrupted commit. Hold the lock."""
@@ -327,12 +340,13 @@ class FileMemoryStorage(MemoryStorage):
         migrate_if_needed(self, raw_user)
         with self._lock(paths).hold():
             manifest = self._recovered_manifest(paths)
-            current = {key: self._stored(paths, raw_user, key) for key in changes.touched()}
+            files = {key: paths.fact_file(*key) for key in changes.touched()}
+            current = {key: self._stored(path, raw_user, key[0]) for key, path in files.items()}
             _check_preconditions(changes, manifest.revision, current, paths)
             now = utc_now()
             after: dict[FactKey, bytes | None] = dict(changes.raw_writes)
             upserted = [
-                parse_fact(data, paths.fact_file(*key), user_id=raw_user, bucket=key[0])
+                parse_fact(data, files[key], user_id=raw_user, bucket=key[0])
                 for key, data in changes.raw_writes.items()
                 if data is not None
             ]
@@ -354,7 +368,7 @@ class FileMemoryStorage(MemoryStorage):
                     manifest.revision, None, manifest.document.get("lastUpdated", "")
                 )
             return self._commit(
-                paths, raw_user, manifest, changes, current, after, summaries, upserted, now
+                paths, raw_user, manifest, changes, current, files, after, summaries, upserted, now
             )
 
     def _commit(
@@ -364,6 +378,7 @@ class FileMemoryStorage(MemoryStorage):
         manifest: _Manifest,
         changes: ChangeSet,
         current: Mapping[FactKey, tuple[bytes, dict[str, Any]] | None],
+        files: Mapping[FactKey, Path],
         after: dict[FactKey, bytes | None],
         summaries: dict[str, dict[str, str]],
         upserted: list[dict[str, Any]],
@@ -391,7 +406,6 @@ class FileMemoryStorage(MemoryStorage):
             "after": _history_side(summaries, after),
         }
         history_line = (json.dumps(entry, ensure_ascii=False) + "\n").encode("utf-8")
-        files = {key: paths.fact_file(*key) for key in after}
         Journal(
             operation_id=change_id,
             previous_revision=manifest.revision,
@@ -427,6 +441,7 @@ class FileMemoryStorage(MemoryStorage):
             batch.publish(paths.manifest)  # the commit point
             batch.sync()
         Journal.finish(paths.journal)
+        self._remember(paths.user_key, _Manifest(new_manifest, document))
         note_committed(self, paths.user_key)
         self._update_cache(paths.user_key, manifest.raw, new_manifest, after, upserted)
         return CommitResult(
@@ -438,14 +453,13 @@ class FileMemoryStorage(MemoryStorage):
         )
 
     def _stored(
-        self, paths: UserPaths, raw_user: str, key: FactKey
+        self, path: Path, raw_user: str, bucket: str
     ) -> tuple[bytes, dict[str, Any]] | None:
-        path = paths.fact_file(*key)
         try:
             data = read_file(path)
         except FileNotFoundError:
             return None
-        return data, parse_fact(data, path, user_id=raw_user, bucket=key[0])
+        return data, parse_fact(data, path, user_id=raw_user, bucket=bucket)
 
     def _update_cache(
         self,
