@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import concurrent.futures
+import contextlib
+import random
 import sqlite3
 from pathlib import Path
 from typing import Any
@@ -17,6 +19,7 @@ from deerflow.agents.memory.backends.deermem.deermem.core.storage import (
     FileMemoryStorage,
     MemoryStorage,
 )
+from deerflow.agents.memory.backends.deermem.deermem.views import RecordViews
 from deerflow.agents.memory.manager import (
     DuplicateFactError,
     FactEvictedError,
@@ -275,6 +278,7 @@ def test_duplicates_are_checked_against_edited_files_after_reload(tmp_path: Path
 
 def test_returned_documents_share_nothing_with_the_next_call(tmp_path: Path) -> None:
     manager = make(tmp_path)
+    manager.get_memory(user_id="u")  # documents from now on are carried over each commit
     fact = {"content": "Uses uv", "category": "preference", "topics": ["python"]}
     manager.import_memory({"facts": [fact]}, user_id="u")
     doc, _ = manager.create_fact("Lives in Porto", user_id="u")
@@ -286,6 +290,41 @@ def test_returned_documents_share_nothing_with_the_next_call(tmp_path: Path) -> 
     doc["user"]["workContext"]["summary"] = "changed"
     assert manager.get_memory(user_id="u") == before
     assert "changed" not in str(manager.get_memory(user_id="u"))
+
+
+def test_documents_kept_across_commits_equal_documents_built_afresh(tmp_path: Path) -> None:
+    manager = make(tmp_path, max_facts=12)
+    rng = random.Random(7)
+    old = manager.storage.load("u", None)
+    for step in range(60):
+        if step == 30:
+            old = manager.storage.load("u", None)
+        agent = rng.choice([None, "coder"])
+        facts = manager.get_memory(user_id="u", agent_name=agent)["facts"]
+        action = rng.random()
+        if facts and action < 0.2:
+            manager.delete_fact(rng.choice(facts)["id"], user_id="u", agent_name=agent)
+        elif facts and action < 0.4:
+            fact_id = rng.choice(facts)["id"]
+            manager.update_fact(fact_id, confidence=rng.random(), user_id="u", agent_name=agent)
+        elif action < 0.45:
+            kept = [{"content": f["content"], "topics": ["t"]} for f in facts[:5]]
+            manager.import_memory({"facts": kept}, user_id="u", agent_name=agent)
+        else:
+            confidence = rng.choice([0.1, 0.99])
+            with contextlib.suppress(FactEvictedError):
+                manager.create_fact(
+                    f"fact {step}", confidence=confidence, user_id="u", agent_name=agent
+                )
+        snapshot = manager.storage.load("u", agent)
+        document = manager.get_memory(user_id="u", agent_name=agent)
+        assert document == RecordViews().document(snapshot)
+        assert [f["id"] for f in document["facts"]] == sorted(snapshot.facts)
+    # A snapshot from before the last 30 commits still gets its own facts, and then the latest.
+    assert old.facts
+    assert manager._views.document(old) == RecordViews().document(old)
+    latest = manager.storage.load("u", None)
+    assert manager.get_memory(user_id="u") == RecordViews().document(latest)
 
 
 def test_revert_restores_a_deleted_fact_byte_identically(tmp_path: Path) -> None:

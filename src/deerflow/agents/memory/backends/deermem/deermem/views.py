@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-import copy
 import operator
+import threading
+from bisect import bisect_left
 from collections.abc import Iterable, Mapping
 from itertools import compress
 from typing import Any, Final, NamedTuple
@@ -16,6 +17,7 @@ from deerflow.agents.memory.backends.deermem.deermem.governance import keep_orde
 __all__ = ["BucketColumns", "ContextEntry", "RecordViews"]
 
 RECORD_VIEWS_SIZE: Final = 200_000
+ID_ORDERS_SIZE: Final = 256
 _SORT_KEY: Final = operator.attrgetter("sort_key")
 
 
@@ -34,6 +36,43 @@ def _copy(view: _View) -> dict[str, Any]:
 
 def _with_lists_copied(public: dict[str, Any]) -> dict[str, Any]:
     return {key: list(v) if isinstance(v, list) else v for key, v in public.items()}
+
+
+class _IdOrder:
+    """One bucket's public fact dicts sorted by fact id, as of the `facts` mapping they were
+    built from. A snapshot made from that mapping by a commit updates them in place: a create
+    changes two facts of 500, and sorting and looking up all 500 cost ~0.17 ms a document."""
+
+    __slots__ = ("facts", "has_lists", "ids", "publics")
+
+    def __init__(
+        self, facts: Mapping[str, Mapping[str, Any]], ids: list[str], views: list[_View]
+    ) -> None:
+        self.facts = facts
+        self.ids = ids
+        self.publics: list[dict[str, Any]] = list(map(_PUBLIC, views))
+        self.has_lists: list[bool] = list(map(_HAS_LISTS, views))
+
+    def replace(self, fact_id: str, view: _View | None) -> None:
+        """Put the fact's view in its place, or remove the fact (`view` None)."""
+        at = bisect_left(self.ids, fact_id)
+        present = at < len(self.ids) and self.ids[at] == fact_id
+        if view is None:
+            if present:
+                del self.ids[at], self.publics[at], self.has_lists[at]
+        elif present:
+            self.publics[at], self.has_lists[at] = view[1], view[3]
+        else:
+            self.ids.insert(at, fact_id)
+            self.publics.insert(at, view[1])
+            self.has_lists.insert(at, view[3])
+
+    def copies(self) -> list[dict[str, Any]]:
+        """A copy of each public dict that the caller may change (lists are copied too)."""
+        copies = list(map(dict, self.publics))
+        for at in compress(range(len(copies)), self.has_lists):
+            copies[at] = _with_lists_copied(copies[at])
+        return copies
 
 
 class BucketColumns(NamedTuple):
@@ -63,6 +102,9 @@ class RecordViews:
     def __init__(self) -> None:
         self._views: dict[int, _View] = {}
         self._context: dict[int, ContextEntry] = {}
+        # (user, bucket) → its facts in id order, for documents; updated in place, so guarded.
+        self._id_orders: dict[tuple[str, str], _IdOrder] = {}
+        self._id_orders_lock = threading.Lock()
 
     def _view(self, record: Mapping[str, Any]) -> _View:
         view = self._views.get(id(record))
@@ -128,20 +170,40 @@ class RecordViews:
 
     def document(self, snapshot: MemorySnapshot) -> dict[str, Any]:
         """The memory document of a snapshot (SPEC §5.2), facts sorted by id."""
-        facts = snapshot.facts
+        with self._id_orders_lock:
+            facts = self._id_order(snapshot).copies()
         return {
             "version": "2.0",
             "revision": snapshot.revision,
             "lastUpdated": snapshot.last_updated,
-            "user": copy.deepcopy(dict(snapshot.summaries["user"])),
-            "history": copy.deepcopy(dict(snapshot.summaries["history"])),
-            "facts": _copies(self._all(map(facts.__getitem__, sorted(facts)))),
+            "user": _sections_copy(snapshot.summaries["user"]),
+            "history": _sections_copy(snapshot.summaries["history"]),
+            "facts": facts,
         }
 
+    def _id_order(self, snapshot: MemorySnapshot) -> _IdOrder:
+        """The snapshot's facts in id order: kept, carried over a commit, or built (the lock is
+        held). Only the mapping's identity decides, so a stale entry is never used."""
+        key = (snapshot.user_id, snapshot.bucket)
+        facts = snapshot.facts
+        order = self._id_orders.get(key)
+        if order is not None and order.facts is facts:
+            return order
+        base = snapshot.changed_from
+        if order is not None and base is not None and base[0] is order.facts:
+            for fact_id in base[1]:
+                record = facts.get(fact_id)
+                order.replace(fact_id, None if record is None else self._view(record))
+            order.facts = facts
+            return order
+        ids = sorted(facts)
+        order = _IdOrder(facts, ids, self._all(map(facts.__getitem__, ids)))
+        if len(self._id_orders) >= ID_ORDERS_SIZE:
+            self._id_orders.clear()
+        self._id_orders[key] = order
+        return order
 
-def _copies(views: list[_View]) -> list[dict[str, Any]]:
-    """A copy of each view's public dict that the caller may change (lists are copied too)."""
-    copies = list(map(dict, map(_PUBLIC, views)))
-    for at in compress(range(len(views)), map(_HAS_LISTS, views)):
-        copies[at] = _with_lists_copied(copies[at])
-    return copies
+
+def _sections_copy(sections: Mapping[str, Mapping[str, str]]) -> dict[str, dict[str, str]]:
+    """A copy of a summary part the caller may change (`copy.deepcopy` took ~10 us a part)."""
+    return {name: dict(section) for name, section in sections.items()}

@@ -120,6 +120,8 @@ class _Manifest:
 class _Bucket:
     manifest: bytes  # the memory.json bytes the facts were read under
     facts: dict[str, dict[str, Any]]
+    # Carried over by a commit: the facts before it and the ids it changed (`changed_from`).
+    changed_from: tuple[dict[str, dict[str, Any]], frozenset[str]] | None = None
 
 
 class FileMemoryStorage(MemoryStorage):
@@ -147,7 +149,7 @@ class FileMemoryStorage(MemoryStorage):
         manifest = self._read_manifest(paths)
         cached = self._buckets.get((paths.user_key, bucket))
         if cached is not None and cached.manifest == manifest.raw:
-            return self._snapshot(paths, raw_user, bucket, manifest, cached.facts)
+            return self._snapshot(paths, raw_user, bucket, manifest, cached)
         return self.reload(user_id, agent_name)
 
     def reload(self, user_id: str | None, agent_name: str | None) -> MemorySnapshot:
@@ -155,11 +157,11 @@ class FileMemoryStorage(MemoryStorage):
         migrate_if_needed(self, raw_user)
         with self._lock(paths).hold():
             manifest = self._recovered_manifest(paths)
-            facts = self._read_bucket(paths, raw_user, bucket)
-            self._buckets[(paths.user_key, bucket)] = _Bucket(manifest.raw, facts)
+            read = _Bucket(manifest.raw, self._read_bucket(paths, raw_user, bucket))
+            self._buckets[(paths.user_key, bucket)] = read
             self._singles.pop((paths.user_key, bucket), None)
             self._bucket_names.pop(paths.user_key, None)
-            return self._snapshot(paths, raw_user, bucket, manifest, facts)
+            return self._snapshot(paths, raw_user, bucket, manifest, read)
 
     def load_facts(
         self, user_id: str | None, agent_name: str | None, fact_ids: Iterable[str]
@@ -306,7 +308,7 @@ class FileMemoryStorage(MemoryStorage):
         raw_user: str,
         bucket: str,
         manifest: _Manifest,
-        facts: dict[str, Any],
+        cached: _Bucket,
     ) -> MemorySnapshot:
         document = manifest.document
         return MemorySnapshot(
@@ -315,8 +317,9 @@ class FileMemoryStorage(MemoryStorage):
             revision=manifest.revision,
             last_updated=document.get("lastUpdated", ""),
             summaries={"user": document["user"], "history": document["history"]},
-            facts=facts,
+            facts=cached.facts,
             buckets=self._buckets_of(paths, manifest.raw),
+            changed_from=cached.changed_from,
         )
 
     def _buckets_of(self, paths: UserPaths, manifest: bytes) -> tuple[str, ...]:
@@ -482,13 +485,17 @@ class FileMemoryStorage(MemoryStorage):
                 del self._buckets[(cached_user, bucket)]  # already stale: read it again
                 continue
             facts = dict(cached.facts)
+            changed = []
             for key, data in after.items():
                 if key[0] == bucket:
+                    changed.append(key[1])
                     if data is None:
                         facts.pop(key[1], None)
                     else:
                         facts[key[1]] = records[key]
-            self._buckets[(cached_user, bucket)] = _Bucket(new_manifest, facts)
+            self._buckets[(cached_user, bucket)] = _Bucket(
+                new_manifest, facts, (cached.facts, frozenset(changed))
+            )
 
 
 def _pick(
