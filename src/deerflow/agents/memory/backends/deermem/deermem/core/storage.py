@@ -425,11 +425,12 @@ class FileMemoryStorage(MemoryStorage):
             updated = []
             for key, data in after.items():
                 path = files[key]
+                if data is None:
+                    batch.unlink(path)  # its directory exists: no look for one to create
+                    continue
                 for directory in _ensure_dir(path.parent, paths.dir):
                     batch.directory(directory)
-                if data is None:
-                    batch.unlink(path)
-                elif current[key] is None:
+                if current[key] is None:
                     batch.create(path, data)  # a crash leaves a partial file: the journal drops it
                 else:
                     batch.stage(path, data)
