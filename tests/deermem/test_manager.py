@@ -292,10 +292,11 @@ def test_returned_documents_share_nothing_with_the_next_call(tmp_path: Path) -> 
     assert "changed" not in str(manager.get_memory(user_id="u"))
 
 
-def test_documents_kept_across_commits_equal_documents_built_afresh(tmp_path: Path) -> None:
+def test_views_kept_across_commits_equal_views_built_afresh(tmp_path: Path) -> None:
     manager = make(tmp_path, max_facts=12)
     rng = random.Random(7)
     old = manager.storage.load("u", None)
+    states: dict[str | None, object] = {}
     for step in range(60):
         if step == 30:
             old = manager.storage.load("u", None)
@@ -320,6 +321,14 @@ def test_documents_kept_across_commits_equal_documents_built_afresh(tmp_path: Pa
         document = manager.get_memory(user_id="u", agent_name=agent)
         assert document == RecordViews().document(snapshot)
         assert [f["id"] for f in document["facts"]] == sorted(snapshot.facts)
+        columns = manager._views.columns(snapshot)
+        assert columns == RecordViews().columns(snapshot)
+        assert columns.ids == list(snapshot.facts)
+        # Carried over each commit, not built again.
+        assert (
+            states.setdefault(agent, manager._views._buckets[("u", snapshot.bucket)])
+            is (manager._views._buckets[("u", snapshot.bucket)])
+        )
     # A snapshot from before the last 30 commits still gets its own facts, and then the latest.
     assert old.facts
     assert manager._views.document(old) == RecordViews().document(old)

@@ -20,8 +20,9 @@ class MemorySnapshot:
     a record it handed out (a snapshot stays as of its revision); a change makes new ones.
 
     `changed_from`, for caches of what is derived from the facts, may name the `facts` mapping
-    of an earlier snapshot of the same bucket and the ids that differ from it (added, changed
-    or removed): every other id maps to the very same record object in both. None: unknown.
+    of an earlier snapshot of the same bucket and the ids changed since, in the order they
+    were changed as a dict changes (removed, replaced in place, or added at the end): every
+    other id maps to the very same record object, in the same order. None: unknown.
     """
 
     user_id: str
@@ -31,7 +32,7 @@ class MemorySnapshot:
     summaries: Mapping[str, Mapping[str, Mapping[str, str]]]  # {"user": {...}, "history": {...}}
     facts: Mapping[str, Mapping[str, Any]]
     buckets: tuple[str, ...]  # every bucket of this user that holds facts
-    changed_from: tuple[Mapping[str, Mapping[str, Any]], frozenset[str]] | None = None
+    changed_from: tuple[Mapping[str, Mapping[str, Any]], tuple[str, ...]] | None = None
 
 
 @dataclass(slots=True)

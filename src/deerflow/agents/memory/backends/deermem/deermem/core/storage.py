@@ -121,7 +121,7 @@ class _Bucket:
     manifest: bytes  # the memory.json bytes the facts were read under
     facts: dict[str, dict[str, Any]]
     # Carried over by a commit: the facts before it and the ids it changed (`changed_from`).
-    changed_from: tuple[dict[str, dict[str, Any]], frozenset[str]] | None = None
+    changed_from: tuple[dict[str, dict[str, Any]], tuple[str, ...]] | None = None
 
 
 class FileMemoryStorage(MemoryStorage):
@@ -485,17 +485,20 @@ class FileMemoryStorage(MemoryStorage):
             if cached.manifest != old_manifest:
                 del self._buckets[(cached_user, bucket)]  # already stale: read it again
                 continue
+            changed = [key for key in after if key[0] == bucket]
+            if not changed:  # the same facts: the same mapping, so what is derived from it holds
+                self._buckets[(cached_user, bucket)] = _Bucket(
+                    new_manifest, cached.facts, cached.changed_from
+                )
+                continue
             facts = dict(cached.facts)
-            changed = []
-            for key, data in after.items():
-                if key[0] == bucket:
-                    changed.append(key[1])
-                    if data is None:
-                        facts.pop(key[1], None)
-                    else:
-                        facts[key[1]] = records[key]
+            for key in changed:
+                if after[key] is None:
+                    facts.pop(key[1], None)
+                else:
+                    facts[key[1]] = records[key]
             self._buckets[(cached_user, bucket)] = _Bucket(
-                new_manifest, facts, (cached.facts, frozenset(changed))
+                new_manifest, facts, (cached.facts, tuple(key[1] for key in changed))
             )
 
 
