@@ -263,7 +263,7 @@ class FileMemoryStorage(MemoryStorage):
 
     def _read_manifest(self, paths: UserPaths) -> _Manifest:
         try:
-            raw = paths.manifest.read_bytes()
+            raw = read_file(paths.manifest)  # os.read: about half the time of Path.read_bytes
         except FileNotFoundError:
             document: dict[str, Any] = dict(empty_document())
             document.pop("facts")
