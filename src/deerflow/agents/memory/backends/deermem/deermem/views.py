@@ -232,5 +232,5 @@ class RecordViews:
 
 
 def _sections_copy(sections: Mapping[str, Mapping[str, str]]) -> dict[str, dict[str, str]]:
-    """A copy of a summary part the caller may change (`copy.deepcopy` took ~10 us a part)."""
+    """A copy of a summary part the caller may change (`copy.deepcopy` of both took 14 us)."""
     return {name: dict(section) for name, section in sections.items()}
