@@ -14,6 +14,7 @@ import pytest
 from deerflow.agents.memory.backends.deermem import DeerMemMemoryManager
 from deerflow.agents.memory.backends.deermem.deermem import manager as manager_module
 from deerflow.agents.memory.backends.deermem.deermem.core import index as index_module
+from deerflow.agents.memory.backends.deermem.deermem.core.changes import MemorySnapshot
 from deerflow.agents.memory.backends.deermem.deermem.core.paths import UserPaths, safe_user_id
 from deerflow.agents.memory.backends.deermem.deermem.core.storage import (
     FileMemoryStorage,
@@ -334,6 +335,32 @@ def test_views_kept_across_commits_equal_views_built_afresh(tmp_path: Path) -> N
     assert manager._views.document(old) == RecordViews().document(old)
     latest = manager.storage.load("u", None)
     assert manager.get_memory(user_id="u") == RecordViews().document(latest)
+
+
+def test_a_carry_over_stopped_half_way_is_not_used_again(monkeypatch: pytest.MonkeyPatch) -> None:
+    def record(fact_id: str) -> dict[str, Any]:
+        return {"id": fact_id, "content": fact_id, "category": "context", "confidence": 0.5}
+
+    def snapshot(facts: dict[str, Any], changed_from: Any = None) -> MemorySnapshot:
+        return MemorySnapshot("u", "__default__", 1, "", {}, facts, (), changed_from)
+
+    views = RecordViews()
+    before = {"fact_a": record("fact_a"), "fact_b": record("fact_b")}
+    views.columns(snapshot(before))
+    # The commit deletes fact_a, then adds fact_c, whose view fails.
+    after = snapshot(
+        {"fact_b": before["fact_b"], "fact_c": record("fact_c")}, (before, ("fact_a", "fact_c"))
+    )
+
+    def failing_view(_: Any) -> Any:
+        raise RuntimeError("stopped")
+
+    with monkeypatch.context() as patch:
+        patch.setattr(views, "_view", failing_view)
+        with pytest.raises(RuntimeError, match="stopped"):
+            views.columns(after)
+    assert views.columns(after) == RecordViews().columns(after)
+    assert views.columns(after).ids == ["fact_b", "fact_c"]
 
 
 def test_revert_restores_a_deleted_fact_byte_identically(tmp_path: Path) -> None:

@@ -218,6 +218,8 @@ class RecordViews:
         if kept is not None and kept.facts is facts:
             return kept
         base = snapshot.changed_from
+        # Out of the dict while carried over: one an error stops half-way is never found again.
+        self._buckets.pop(key, None)
         if (
             kept is None
             or base is None
@@ -227,7 +229,7 @@ class RecordViews:
             kept = _BucketFacts(facts, self._all(facts.values()))
             if len(self._buckets) >= BUCKETS_SIZE:
                 self._buckets.clear()
-            self._buckets[key] = kept
+        self._buckets[key] = kept
         return kept
 
 
