@@ -21,6 +21,7 @@ from deerflow.agents.memory.backends.deermem.deermem.governance import (
     choose_evictions,
     confirmation_freshness,
     hybrid_score,
+    keep_order,
     normalized_heat,
 )
 from deerflow.agents.memory.backends.deermem.deermem.pipeline.apply import apply_extraction
@@ -143,6 +144,31 @@ def test_a_confirmed_often_searched_fact_survives_where_confidence_would_evict_i
     # Without its heat and its confirmation it is the weakest again.
     cold = [facts[0] | {"lastConfirmedAt": iso(NOW - timedelta(days=400))}, *facts[1:]]
     assert choose_evictions(cold, HYBRID, now=NOW) == [hot_id]
+
+
+def test_kept_order_keys_choose_exactly_what_the_facts_themselves_would() -> None:
+    # Few distinct values, so ties are many and the order within them decides.
+    facts = [
+        fact(i, (0.3, 0.5, 0.7)[i % 3], created_days_ago=i % 2) | {"updatedAt": f"t{i % 4}"}
+        for i in range(25)
+    ]
+    keys = [keep_order(f) for f in facts]
+    for policy in (CONFIDENCE, HYBRID):
+        expected = choose_evictions(facts, policy, now=NOW)
+        assert len(expected) == 15
+        assert choose_evictions(facts, policy, now=NOW, order_keys=keys) == expected
+    # The three weakest tie on both keys: they go in the order given.
+    assert choose_evictions(facts, CONFIDENCE, now=NOW)[:3] == [
+        "fact_00000000",
+        "fact_0000000c",
+        "fact_00000018",
+    ]
+    backwards = facts[::-1]
+    assert choose_evictions(backwards, CONFIDENCE, now=NOW, order_keys=keys[::-1])[:3] == [
+        "fact_00000018",
+        "fact_0000000c",
+        "fact_00000000",
+    ]
 
 
 def test_nothing_goes_within_capacity_and_the_weakest_go_first() -> None:

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import concurrent.futures
+import contextlib
+import random
 import sqlite3
 from pathlib import Path
 from typing import Any
@@ -10,12 +12,15 @@ from typing import Any
 import pytest
 
 from deerflow.agents.memory.backends.deermem import DeerMemMemoryManager
+from deerflow.agents.memory.backends.deermem.deermem import manager as manager_module
 from deerflow.agents.memory.backends.deermem.deermem.core import index as index_module
+from deerflow.agents.memory.backends.deermem.deermem.core.changes import MemorySnapshot
 from deerflow.agents.memory.backends.deermem.deermem.core.paths import UserPaths, safe_user_id
 from deerflow.agents.memory.backends.deermem.deermem.core.storage import (
     FileMemoryStorage,
     MemoryStorage,
 )
+from deerflow.agents.memory.backends.deermem.deermem.views import RecordViews
 from deerflow.agents.memory.manager import (
     DuplicateFactError,
     FactEvictedError,
@@ -229,6 +234,133 @@ def test_capacity_evicts_the_weakest_and_reports_it(tmp_path: Path) -> None:
     latest = manager.get_history(user_id="u", limit=1)[0]
     assert f"capacity evicted {ids[0]}" in latest["reason"]
     assert [f["id"] for f in latest["before"]["facts"]] == [ids[0]]
+
+
+def test_eviction_ties_and_changed_facts_follow_the_policy_not_a_stale_cache(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Every fact is stamped in the same second, so the order within equal confidences decides.
+    monkeypatch.setattr(manager_module, "utc_now", lambda: "2026-01-01T00:00:00Z")
+    manager = make(tmp_path, max_facts=10)
+    for i in range(10):
+        manager.create_fact(f"fact number {i}", confidence=0.4 if i % 2 else 0.6, user_id="u")
+    snapshot = manager.storage.load("u", None)
+    weakest = min(snapshot.facts.values(), key=lambda f: f["confidence"])["id"]
+    # Raising the weakest fact's confidence makes a new record: the next tie must go instead.
+    manager.update_fact(weakest, confidence=0.9, user_id="u")
+    snapshot = manager.storage.load("u", None)
+    expected = min(snapshot.facts.values(), key=lambda f: f["confidence"])["id"]
+    assert expected != weakest
+    doc, _ = manager.create_fact("a strong fact", confidence=0.99, user_id="u")
+    assert expected not in {f["id"] for f in doc["facts"]}
+    assert weakest in {f["id"] for f in doc["facts"]}
+
+
+def test_duplicates_are_checked_against_edited_files_after_reload(tmp_path: Path) -> None:
+    manager = make(tmp_path)
+    _, porto = manager.create_fact("Lives in Porto", user_id="u")
+    _, other = manager.create_fact("Works remotely", user_id="u")
+    assert porto
+    assert other
+    (fact_file,) = (UserPaths(tmp_path, "u").agents / "__default__" / "facts").glob(
+        f"??/{porto}.md"
+    )
+    fact_file.write_text(fact_file.read_text().replace("Lives in Porto", "Lives in Lisbon"))
+    manager.reload_memory(user_id="u")
+    with pytest.raises(DuplicateFactError) as info:
+        manager.create_fact("lives in  LISBON", user_id="u")
+    assert info.value.existing_fact_id == porto
+    with pytest.raises(DuplicateFactError) as info:
+        manager.update_fact(other, content="Lives in Lisbon", user_id="u")
+    assert info.value.existing_fact_id == porto
+    manager.update_fact(porto, content="lives in lisbon", user_id="u")  # its own text: allowed
+    assert manager.create_fact("Lives in Porto", user_id="u")[1]
+
+
+def test_returned_documents_share_nothing_with_the_next_call(tmp_path: Path) -> None:
+    manager = make(tmp_path)
+    manager.get_memory(user_id="u")  # documents from now on are carried over each commit
+    fact = {"content": "Uses uv", "category": "preference", "topics": ["python"]}
+    manager.import_memory({"facts": [fact]}, user_id="u")
+    doc, _ = manager.create_fact("Lives in Porto", user_id="u")
+    before = manager.get_memory(user_id="u")
+    for returned in doc["facts"]:
+        returned["content"] = "changed"
+        if "topics" in returned:
+            returned["topics"].append("changed")
+    doc["user"]["workContext"]["summary"] = "changed"
+    assert manager.get_memory(user_id="u") == before
+    assert "changed" not in str(manager.get_memory(user_id="u"))
+
+
+def test_views_kept_across_commits_equal_views_built_afresh(tmp_path: Path) -> None:
+    manager = make(tmp_path, max_facts=12)
+    rng = random.Random(7)
+    old = manager.storage.load("u", None)
+    states: dict[str | None, object] = {}
+    for step in range(60):
+        if step == 30:
+            old = manager.storage.load("u", None)
+        agent = rng.choice([None, "coder"])
+        facts = manager.get_memory(user_id="u", agent_name=agent)["facts"]
+        action = rng.random()
+        if facts and action < 0.2:
+            manager.delete_fact(rng.choice(facts)["id"], user_id="u", agent_name=agent)
+        elif facts and action < 0.4:
+            fact_id = rng.choice(facts)["id"]
+            manager.update_fact(fact_id, confidence=rng.random(), user_id="u", agent_name=agent)
+        elif action < 0.45:
+            kept = [{"content": f["content"], "topics": ["t"]} for f in facts[:5]]
+            manager.import_memory({"facts": kept}, user_id="u", agent_name=agent)
+        else:
+            confidence = rng.choice([0.1, 0.99])
+            with contextlib.suppress(FactEvictedError):
+                manager.create_fact(
+                    f"fact {step}", confidence=confidence, user_id="u", agent_name=agent
+                )
+        snapshot = manager.storage.load("u", agent)
+        document = manager.get_memory(user_id="u", agent_name=agent)
+        assert document == RecordViews().document(snapshot)
+        assert [f["id"] for f in document["facts"]] == sorted(snapshot.facts)
+        columns = manager._views.columns(snapshot)
+        assert columns == RecordViews().columns(snapshot)
+        assert columns.ids == list(snapshot.facts)
+        # Carried over each commit, not built again.
+        assert (
+            states.setdefault(agent, manager._views._buckets[("u", snapshot.bucket)])
+            is (manager._views._buckets[("u", snapshot.bucket)])
+        )
+    # A snapshot from before the last 30 commits still gets its own facts, and then the latest.
+    assert old.facts
+    assert manager._views.document(old) == RecordViews().document(old)
+    latest = manager.storage.load("u", None)
+    assert manager.get_memory(user_id="u") == RecordViews().document(latest)
+
+
+def test_a_carry_over_stopped_half_way_is_not_used_again(monkeypatch: pytest.MonkeyPatch) -> None:
+    def record(fact_id: str) -> dict[str, Any]:
+        return {"id": fact_id, "content": fact_id, "category": "context", "confidence": 0.5}
+
+    def snapshot(facts: dict[str, Any], changed_from: Any = None) -> MemorySnapshot:
+        return MemorySnapshot("u", "__default__", 1, "", {}, facts, (), changed_from)
+
+    views = RecordViews()
+    before = {"fact_a": record("fact_a"), "fact_b": record("fact_b")}
+    views.columns(snapshot(before))
+    # The commit deletes fact_a, then adds fact_c, whose view fails.
+    after = snapshot(
+        {"fact_b": before["fact_b"], "fact_c": record("fact_c")}, (before, ("fact_a", "fact_c"))
+    )
+
+    def failing_view(_: Any) -> Any:
+        raise RuntimeError("stopped")
+
+    with monkeypatch.context() as patch:
+        patch.setattr(views, "_view", failing_view)
+        with pytest.raises(RuntimeError, match="stopped"):
+            views.columns(after)
+    assert views.columns(after) == RecordViews().columns(after)
+    assert views.columns(after).ids == ["fact_b", "fact_c"]
 
 
 def test_revert_restores_a_deleted_fact_byte_identically(tmp_path: Path) -> None:

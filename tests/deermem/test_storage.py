@@ -60,6 +60,32 @@ def test_out_of_band_edit_shows_after_reload(tmp_path: Path) -> None:
     assert storage.reload("bob", None).facts[record["id"]]["content"] == "Uses neovim"
 
 
+def test_memory_json_edited_out_of_band_is_parsed_again(tmp_path: Path) -> None:
+    storage = storage_at(tmp_path)
+    create(storage, "bob", fact("Uses vim"))
+    assert storage.load("bob", None).summaries["user"]["workContext"]["summary"] == ""
+    manifest = UserPaths(tmp_path, "bob").manifest
+    document = json.loads(manifest.read_text())
+    document["user"]["workContext"]["summary"] = "Edits by hand"
+    manifest.write_text(json.dumps(document, indent=2))
+    assert storage.load("bob", None).summaries["user"]["workContext"]["summary"] == "Edits by hand"
+    create(storage, "bob", fact("Uses tmux"))  # a commit builds on the edited document
+    assert json.loads(manifest.read_text())["user"]["workContext"]["summary"] == "Edits by hand"
+    assert storage.load("bob", None).revision == 2
+
+
+def test_a_summary_commit_leaves_earlier_snapshots_as_they_were(tmp_path: Path) -> None:
+    storage = storage_at(tmp_path)
+    create(storage, "bob", fact("Uses vim"))
+    before = storage.load("bob", None)
+    storage.save("bob", ChangeSet(actor="t", reason="r", summaries={"user": {"topOfMind": "x"}}))
+    assert before.summaries["user"]["topOfMind"]["summary"] == ""
+    after = storage.load("bob", None)
+    assert after.summaries["user"]["topOfMind"]["summary"] == "x"
+    assert after.summaries["history"] == before.summaries["history"]
+    assert storage.reload("bob", None).summaries == after.summaries
+
+
 def test_a_second_process_sees_commits_without_reload(tmp_path: Path) -> None:
     first, second = storage_at(tmp_path), storage_at(tmp_path)
     create(first, "u", fact("one"))

@@ -337,7 +337,8 @@ class DeerMemMemoryManager(MemoryManager):
 
         def attempt() -> tuple[dict[str, Any], str | None]:
             snapshot = self._storage.load(user_id, agent_name)
-            refuse_duplicate(self._views.normalized(snapshot), text)
+            columns = self._views.columns(snapshot)
+            refuse_duplicate(columns.ids, columns.normalized, text)
             now = utc_now()
             record: dict[str, Any] = {
                 "id": f"fact_{uuid.uuid4().hex}",
@@ -358,6 +359,7 @@ class DeerMemMemoryManager(MemoryManager):
                 heat=self._usage.capacity_heat(
                     self._config, snapshot.user_id, snapshot.bucket, moment
                 ),
+                order_keys=columns.order_keys,
             )
             changes = ChangeSet(
                 actor="manual",
@@ -389,9 +391,8 @@ class DeerMemMemoryManager(MemoryManager):
         if content is not None:
             updated["content"] = validate_content(content)
             refuse_secrets(updated["content"])
-            refuse_duplicate(
-                self._views.normalized(snapshot), updated["content"], ignore_id=fact_id
-            )
+            columns = self._views.columns(snapshot)
+            refuse_duplicate(columns.ids, columns.normalized, updated["content"], ignore_id=fact_id)
         if category is not None:
             updated["category"] = validate_category(category)
         if confidence is not None:

@@ -16,7 +16,13 @@ class MemorySnapshot:
     """One user's summaries and one agent bucket's facts, as of `revision`.
 
     `facts` maps fact id to the stored record (front matter keys plus `content`). Treat it as
-    read-only: it may be shared with the storage's cache.
+    read-only: it may be shared with the storage's cache. A storage never changes a mapping or
+    a record it handed out (a snapshot stays as of its revision); a change makes new ones.
+
+    `changed_from`, for caches of what is derived from the facts, may name the `facts` mapping
+    of an earlier snapshot of the same bucket and the ids changed since, in the order they
+    were changed as a dict changes (removed, replaced in place, or added at the end): every
+    other id maps to the very same record object, in the same order. None: unknown.
     """
 
     user_id: str
@@ -26,6 +32,7 @@ class MemorySnapshot:
     summaries: Mapping[str, Mapping[str, Mapping[str, str]]]  # {"user": {...}, "history": {...}}
     facts: Mapping[str, Mapping[str, Any]]
     buckets: tuple[str, ...]  # every bucket of this user that holds facts
+    changed_from: tuple[Mapping[str, Mapping[str, Any]], tuple[str, ...]] | None = None
 
 
 @dataclass(slots=True)

@@ -669,15 +669,20 @@ def _scope_range(scope_id: int) -> tuple[int, int]:
 
 
 def _scope_id(conn: sqlite3.Connection, user_key: str, agent: str, cache: dict[str, int]) -> int:
-    """The id of the scope, created if new; `cache` spares repeated look-ups in a transaction."""
+    """The id of the scope, created if new; `cache` spares repeated look-ups in a transaction.
+
+    Looked up before it is inserted: the scope almost always exists, and a write statement
+    costs more than a read."""
     if agent not in cache:
-        conn.execute(
-            "INSERT INTO scopes (user_key, agent) VALUES (?, ?) ON CONFLICT DO NOTHING",
-            (user_key, agent),
-        )
-        (cache[agent],) = conn.execute(
+        row = conn.execute(
             "SELECT scope_id FROM scopes WHERE user_key = ? AND agent = ?", (user_key, agent)
         ).fetchone()
+        if row is None:
+            inserted = conn.execute(
+                "INSERT INTO scopes (user_key, agent) VALUES (?, ?)", (user_key, agent)
+            )
+            row = (inserted.lastrowid,)  # scope_id is the rowid
+        (cache[agent],) = row
     return cache[agent]
 
 
