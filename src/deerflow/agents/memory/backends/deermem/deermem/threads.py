@@ -28,7 +28,6 @@ __all__ = ["POOL", "ThreadOrder", "spread"]
 
 POOL: Final = 100
 """How many of the ranking lend their score: a neighbour of the 100th hit can still matter."""
-_SHARES: Final = ((1.0, "next"), (0.5, "after_next"), (0.25, "previous"))
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,7 +87,8 @@ def spread(
     best = ranking[0][1]
     scores = {fact_id: score / best for fact_id, score in ranking}
     spread_scores = dict(scores)
-    neighbours = [(share * part, getattr(order, name)) for part, name in _SHARES]
+    # What each neighbour gets, as a part of the hit's score (the module docstring's 1 : ½ : ¼).
+    neighbours = ((share, order.next), (share / 2, order.after_next), (share / 4, order.previous))
     for fact_id, score in scores.items():
         for lent, of in neighbours:
             neighbour = of.get(fact_id)
