@@ -322,6 +322,59 @@ def test_crash_after_the_commit_point_finishes(
     assert [entry["revision"] for entry in history] == [1, 2]
 
 
+def _temps(paths: UserPaths) -> list[str]:
+    return sorted(p.name for p in paths.dir.rglob(".*.tmp"))
+
+
+@pytest.mark.parametrize("killed_at", ["fact", "memory.json"])
+def test_temp_files_a_killed_commit_left_are_removed_by_recovery(
+    tmp_path: Path, killed_at: str
+) -> None:
+    """SIGKILL while a commit renames its temp files: the next opener undoes the commit and
+    leaves no temp file behind (they are hidden, but would pile up crash after crash)."""
+    storage = storage_at(tmp_path)
+    one = fact("one")
+    create(storage, "pat", one)
+    paths = UserPaths(tmp_path, "pat")
+    before = _memory_files(paths)
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - the child ends by SIGKILL, or reports failure
+        publish = SyncBatch.publish
+
+        def publish_or_die(batch: SyncBatch, path: Path) -> None:
+            if (path.name == "memory.json") == (killed_at == "memory.json"):
+                os.kill(os.getpid(), signal.SIGKILL)
+            publish(batch, path)
+
+        SyncBatch.publish = publish_or_die  # type: ignore[method-assign]
+        changes = ChangeSet(actor="t", reason="r", upserts=[{**one, "content": "one, changed"}])
+        storage_at(tmp_path).save("pat", changes)
+        os._exit(1)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == -signal.SIGKILL
+    left = _temps(paths)
+    assert any(name.startswith(".memory.json.") for name in left)
+    assert any(name.startswith(f".{one['id']}.md.") for name in left) == (killed_at == "fact")
+    fresh = storage_at(tmp_path)
+    assert [f["content"] for f in fresh.load("pat", None).facts.values()] == ["one"]
+    assert _temps(paths) == []
+    assert _memory_files(paths) == before
+    assert Journal.pending(paths.journal) is None
+
+
+def test_recovery_leaves_temp_files_of_other_names_alone(tmp_path: Path) -> None:
+    storage = storage_at(tmp_path)
+    create(storage, "quin", fact("one"))
+    paths = UserPaths(tmp_path, "quin")
+    mine = [paths.dir / ".memory.json.notes", paths.dir / ".memory.json.12.abcdefgh.tmp"]
+    for path in mine:
+        path.write_text("not DeerMem's")
+    _journal(1).write(paths.journal)  # a commit to undo: from revision 1, which it still is
+    storage_at(tmp_path).reload("quin", None)
+    assert Journal.pending(paths.journal) is None
+    assert all(path.read_text() == "not DeerMem's" for path in mine)
+
+
 def test_torn_history_line_is_cut_before_finishing(tmp_path: Path) -> None:
     storage = storage_at(tmp_path)
     create(storage, "kim", fact("one"))
@@ -344,6 +397,7 @@ def _check_crash_invariants(root: Path, user: str) -> int:
         assert snapshot.summaries["user"]["workContext"]["summary"] == f"write {n}"
     history = storage_at(root).read_history(user)
     assert [entry["revision"] for entry in history] == list(range(1, n + 1))
+    assert _temps(UserPaths(root, user)) == [], "recovery removes what the kill left"
     return n
 
 

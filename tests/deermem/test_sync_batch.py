@@ -152,3 +152,20 @@ def test_a_forked_child_syncs_with_threads_of_its_own(tmp_path: Path) -> None:
         time.sleep(0.05)
     os.kill(pid, 9)
     pytest.fail("the forked child hung waiting for its parent's sync threads")
+
+
+def test_remove_stale_temps_removes_only_the_temp_files_of_that_name(tmp_path: Path) -> None:
+    target = tmp_path / "memory.json"
+    target.write_bytes(b"{}")
+    stale = [atomic._temp_beside(target) for _ in range(2)]  # what a killed writer left
+    kept = [
+        tmp_path / ".memory.jsonx.12.abcdef12.tmp",  # another file's (memory.jsonx) temp
+        tmp_path / ".memory.json.bak.12.abcdef12.tmp",
+        tmp_path / ".memory.json.12.abcdef12.tmp.old",
+        tmp_path / ".other.json.12.abcdef12.tmp",
+    ]
+    for path in (*stale, *kept):
+        path.write_bytes(b"x")
+    atomic.remove_stale_temps(target)
+    assert sorted(tmp_path.iterdir()) == sorted([target, *kept])
+    atomic.remove_stale_temps(tmp_path / "missing" / "memory.json")  # no directory: nothing to do

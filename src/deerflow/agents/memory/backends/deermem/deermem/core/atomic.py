@@ -4,6 +4,7 @@ whole-file read their readers use."""
 from __future__ import annotations
 
 import os
+import re
 import threading
 import uuid
 from collections.abc import Callable
@@ -18,6 +19,7 @@ __all__ = [
     "atomic_write",
     "fsync_dir",
     "read_file",
+    "remove_stale_temps",
     "truncate_torn_tail",
     "write_all",
 ]
@@ -35,6 +37,22 @@ def fsync_dir(path: Path) -> None:
         os.fsync(fd)
     finally:
         os.close(fd)
+
+
+def remove_stale_temps(path: Path) -> None:
+    """Remove the temp files a crash left beside `path` (see `atomic_write`, `SyncBatch.stage`).
+
+    Only for a caller holding the lock every writer of `path` holds: then no temp file beside
+    it belongs to a write still going on.
+    """
+    try:
+        names = [name for name in os.listdir(path.parent) if _is_temp_of(path, name)]
+    except FileNotFoundError:
+        return
+    for name in names:
+        (path.parent / name).unlink(missing_ok=True)
+    if names:
+        fsync_dir(path.parent)
 
 
 def read_file(path: str | Path) -> bytes:
@@ -193,6 +211,15 @@ def _sync_and_close(fd: int) -> None:
 
 def _temp_beside(path: Path) -> Path:
     return path.with_name(f".{path.name}.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp")
+
+
+_TEMP_TAIL: Final = re.compile(r"\.[0-9]+\.[0-9a-f]{8}\.tmp")
+
+
+def _is_temp_of(path: Path, name: str) -> bool:
+    """Whether `name` is one `_temp_beside(path)` gives."""
+    head = f".{path.name}"
+    return name.startswith(head) and _TEMP_TAIL.fullmatch(name, len(head)) is not None
 
 
 _pool: tuple[int, ThreadPoolExecutor] | None = None

@@ -33,6 +33,7 @@ from deerflow.agents.memory.backends.deermem.deermem.core.atomic import (
     append_line,
     atomic_write,
     fsync_dir,
+    remove_stale_temps,
     truncate_torn_tail,
     write_all,
 )
@@ -132,7 +133,8 @@ class Journal:
             raise MemoryCorruptionError(f"{path}: unreadable commit journal: {exc}") from exc
 
     def recover(self, user_dir: Path, journal_path: Path, current_revision: int) -> None:
-        """Finish or undo the interrupted commit, then mark the journal done."""
+        """Finish or undo the interrupted commit, remove the temp files it left, then mark the
+        journal done."""
         history = user_dir / "history.jsonl"
         if current_revision == self.next_revision:
             truncate_torn_tail(history)
@@ -152,6 +154,8 @@ class Journal:
                 f"{journal_path}: journal for revision {self.previous_revision}→"
                 f"{self.next_revision}, but memory.json is at revision {current_revision}"
             )
+        for touched in (user_dir / "memory.json", *(user_dir / e.path for e in self.entries)):
+            remove_stale_temps(touched)
         self.finish(journal_path)
 
 
