@@ -163,3 +163,24 @@ def test_only_refuses_an_unknown_part_and_the_chart() -> None:
         done = subprocess.run([*base, *extra], cwd=REPO, capture_output=True, text=True)
         assert done.returncode == 2
         assert error in done.stderr
+
+
+def test_disk_probe_times_every_case_in_the_directory_given(tmp_path: Path) -> None:
+    out = tmp_path / "disk.json"
+    command = [sys.executable, "-m", "benchmarks.disk_probe", "--samples", "5"]
+    done = subprocess.run(
+        [*command, "--dir", str(tmp_path), "--json", str(out)],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    rows = json.loads(out.read_text())
+    assert "journal" in rows
+    assert "5 new file(s) + directory, threads" in rows
+    assert "unlink of a synced file" in rows
+    for stats in rows.values():
+        assert_stats(stats)
+        assert stats["n"] == 5
+    assert [p.name for p in tmp_path.iterdir()] == ["disk.json"], "its workspace is removed"
