@@ -98,3 +98,40 @@ def test_the_text_is_the_same_with_or_without_stored_counts(tmp_path: Path) -> N
     assert counted_again == {"text": expected, "tokenizer_loaded": True}
     (tmp_path / ".retrieval" / "tokens.sqlite3").write_bytes(b"garbage" * 1000)
     assert child(tmp_path, "get_context")["text"] == expected
+
+
+WIDE_CLASSES = """
+import json, sys
+from deerflow.agents.memory.backends.deermem import DeerMemMemoryManager
+from deerflow.agents.memory.backends.deermem.deermem import governance
+from deerflow.agents.memory.backends.deermem.deermem.core import fts_query, tokens
+
+def compiled():
+    lazy = (tokens._CJK_CHAR, fts_query._CJK_RUN, governance._TOKEN)
+    return [pattern.cache_info().currsize for pattern in lazy]
+
+manager = DeerMemMemoryManager.from_config({"storage_path": sys.argv[1]})
+text = manager.get_context("u")
+after_read = compiled()
+tokens.estimate_tokens("用户喜欢喝茶")
+manager.close()
+print(json.dumps({"text": text, "after_read": after_read, "after_cjk": compiled()}))
+"""
+
+
+def test_a_read_of_ascii_memory_compiles_no_wide_character_class(tmp_path: Path) -> None:
+    """Their compilation took about 9 ms of each cold start (docs/benchmarks.md)."""
+    manager = DeerMemMemoryManager.from_config({"storage_path": str(tmp_path)})
+    for n in range(5):
+        manager.create_fact(f"Prefers tool-{n} for task {n}", "preference", 0.9, user_id="u")
+    manager.close()
+    done = subprocess.run(
+        [sys.executable, "-c", WIDE_CLASSES, str(tmp_path)],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    result = json.loads(done.stdout)
+    assert "Prefers tool-4 for task 4" in result["text"]
+    assert result["after_read"] == [0, 0, 0]
+    assert result["after_cjk"] == [1, 0, 0], "the probe sees a compiled class"

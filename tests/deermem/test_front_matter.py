@@ -374,3 +374,12 @@ def test_empty_lists_and_mappings_are_new_objects_on_every_read(full_reads: list
     assert second["topics"] == []
     assert second["source"] == {}
     assert full_reads == []
+
+
+def test_the_subset_refuses_exactly_what_pyyaml_calls_unprintable_and_the_other_breaks() -> None:
+    """`_OUTSIDE` is written as the characters refused (fast to compile); checked against
+    PyYAML's own definition over every code point."""
+    every = "".join(map(chr, range(0x110000)))
+    unprintable = set(yaml.reader.Reader.NON_PRINTABLE.findall(every))
+    refused = set(front_matter._OUTSIDE.findall(every))
+    assert refused == unprintable | set("\t\r\x85\u2028\u2029\ufeff")

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import heapq
 import math
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any, Final, Literal
 
 from deerflow.agents.memory.backends.deermem.deermem.core.fts_query import STOP_WORDS
+from deerflow.agents.memory.backends.deermem.deermem.core.patterns import lazy_pattern
 from deerflow.agents.memory.manager import DuplicateFactError, FactEvictedError
 
 if TYPE_CHECKING:
@@ -247,7 +247,7 @@ def capacity_evictions(
 
 
 _CJK: Final = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7a3\uf900-\ufaff"
-_TOKEN: Final = re.compile(rf"(?P<cjk>[{_CJK}]+)|[^\W_{_CJK}]+")
+_TOKEN: Final = lazy_pattern(rf"(?P<cjk>[{_CJK}]+)|[^\W_{_CJK}]+")
 _MAX_CHARS: Final = 4096  # bounds the work per fact and per query
 
 
@@ -258,7 +258,7 @@ def tokenize(text: str) -> list[str]:
     how Chinese is matched without a segmenter ("使用pnpm" -> "使用", "pnpm").
     """
     tokens: list[str] = []
-    for match in _TOKEN.finditer(text[:_MAX_CHARS].lower()):
+    for match in _TOKEN().finditer(text[:_MAX_CHARS].lower()):
         run = match.group()
         if match.group("cjk"):
             tokens.extend(run[i : i + 2] for i in range(max(len(run) - 1, 1)))

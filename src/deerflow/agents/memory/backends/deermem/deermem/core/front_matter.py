@@ -31,10 +31,13 @@ __all__ = ["FrontMatterError", "read_front_matter", "write_front_matter"]
 # importing python-frontmatter and PyYAML when no file needs them.
 BOUNDARY: Final = re.compile(r"^-{3,}\s*$", re.MULTILINE)
 
-# Characters the subset takes: printable for PyYAML's reader, and no line break other than \n
-# (PyYAML also breaks lines at \r, \x85, \u2028, \u2029); no tab, no byte-order mark.
+# Characters the subset does not take: the subset takes what PyYAML's reader calls printable
+# (\n, \x20-\x7e, \xa0-\ud7ff, \ue000-\ufffd, \U00010000-\U0010ffff) less the line breaks other than
+# \n (PyYAML also breaks lines at \r, \x85, \u2028, \u2029), the tab and the byte-order mark.
+# Written as that complement, which compiles in a fraction of the 5 ms the class of what it
+# takes did (`re` walks every code point of a class's ranges).
 _OUTSIDE: Final = re.compile(
-    "[^\n\x20-\x7e\xa0-\u2027\u202a-\ud7ff\ue000-\ufefe\uff00-\ufffd\U00010000-\U0010ffff]"
+    "[\x00-\x09\x0b-\x1f\x7f-\x9f\u2028\u2029\ud800-\udfff\ufeff\ufffe\uffff]"
 )
 _KEY_LINE: Final = re.compile(r"([A-Za-z_][A-Za-z0-9_]*):(?: (.*))?")
 _SINGLE_QUOTED: Final = re.compile(r"'((?:[^']|'')*)'")

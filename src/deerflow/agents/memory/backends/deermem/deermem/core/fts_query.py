@@ -18,6 +18,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Final
 
+from deerflow.agents.memory.backends.deermem.deermem.core.patterns import lazy_pattern
+
 __all__ = [
     "MAX_TERMS",
     "STOP_WORDS",
@@ -52,7 +54,7 @@ STOP_WORDS: Final = frozenset(_STOP_WORDS.split())
 query drops them when it has other words, because every fact has some and they only add noise."""
 
 # Han, kana and Hangul: the scripts written without spaces between words.
-_CJK_RUN = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uac00-\ud7af]+")
+_CJK_RUN = lazy_pattern(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uac00-\ud7af]+")
 # unicode61 keeps letters and digits and splits on everything else, the underscore included.
 _TOKEN = re.compile(r"[^\W_]+")
 # Signs that the user wrote FTS5 syntax on purpose: a quoted phrase, an upper-case operator,
@@ -92,7 +94,9 @@ def jieba_cut() -> Cut | None:
 
 def segment(text: str, cut: Cut) -> str:
     """Rewrite every CJK run of `text` as space-separated words; other text is unchanged."""
-    return _CJK_RUN.sub(lambda match: " " + " ".join(cut(match.group())) + " ", text)
+    if text.isascii():
+        return text
+    return _CJK_RUN().sub(lambda match: " " + " ".join(cut(match.group())) + " ", text)
 
 
 def event_words(event_time: str | None) -> str:

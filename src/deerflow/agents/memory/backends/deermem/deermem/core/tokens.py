@@ -26,6 +26,8 @@ from collections.abc import Callable
 from importlib import resources
 from typing import TYPE_CHECKING, Final
 
+from deerflow.agents.memory.backends.deermem.deermem.core.patterns import lazy_pattern
+
 if TYPE_CHECKING:
     import tiktoken
 
@@ -65,7 +67,7 @@ _RANKS_FILE: Final = ("data", "cl100k_base.tiktoken.gz")
 
 # Han (incl. extension A and compatibility ideographs), CJK punctuation, kana, Hangul syllables
 # and full-width forms: cl100k spends about 1.25 tokens on each of these in ordinary Chinese text.
-_CJK_CHAR: Final = re.compile(
+_CJK_CHAR: Final = lazy_pattern(
     "[\u3000-\u303f\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7a3\uf900-\ufaff\uff00-\uffef]"
 )
 # Mirrors how cl100k pre-splits text: runs of letters, groups of up to three digits, and every
@@ -82,8 +84,11 @@ def estimate_tokens(text: str) -> int:
     between 0.9x and 1.8x of the real count (long words are overcounted): erring high keeps an
     estimated budget from being overrun.
     """
-    cjk = len(_CJK_CHAR.findall(text))
-    pieces = _PIECE.findall(_CJK_CHAR.sub(" ", text))
+    if text.isascii():  # no CJK character: the common case, and the CJK class stays uncompiled
+        cjk, pieces = 0, _PIECE.findall(text)
+    else:
+        cjk = len(_CJK_CHAR().findall(text))
+        pieces = _PIECE.findall(_CJK_CHAR().sub(" ", text))
     other = sum(math.ceil(len(piece) / 6) if piece[0].isalpha() else 1 for piece in pieces)
     return (5 * cjk + 3) // 4 + other
 
