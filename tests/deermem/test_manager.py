@@ -626,3 +626,33 @@ def test_concurrent_writes_of_one_user_in_one_process_all_land(tmp_path: Path) -
     facts = manager.get_memory()["facts"]
     assert len(facts) == 40
     assert {f["confidence"] for f in facts} == {0.8}
+
+
+def test_context_order_is_confidence_then_update_time_as_the_tuple_orders_them() -> None:
+    """`by_confidence` sorts on one bytes key; it must order records as `(confidence,
+    updatedAt)` does, ties included (a stable sort keeps those in the bucket's order)."""
+    rng = random.Random(7)
+    confidences = [0.0, -0.0, 1.0, 5e-324, 1e-300, 0.1, 0.1 + 1e-16, 0.5, 0.9999999999999999]
+    times = ["", "2026-01-01T00:00:00Z", "2026-01-01T00:00:01Z", "2026-01-01", "2026-é", "2026-😀"]
+    records = [
+        {
+            "id": f"fact_{n:04x}",
+            "content": f"fact {n}",
+            "category": "context",
+            "confidence": rng.choice(confidences + [rng.random() for _ in range(3)]),
+            "updatedAt": rng.choice(times),
+        }
+        for n in range(400)
+    ]
+    snapshot = MemorySnapshot(
+        user_id="u",
+        bucket="__default__",
+        revision=1,
+        last_updated="",
+        summaries={},
+        facts={record["id"]: record for record in records},
+        buckets=("__default__",),
+    )
+    ranked = [entry.record["id"] for entry in RecordViews().by_confidence(snapshot)]
+    by_tuple = sorted(records, key=lambda r: (r["confidence"], r["updatedAt"]), reverse=True)
+    assert ranked == [record["id"] for record in by_tuple]

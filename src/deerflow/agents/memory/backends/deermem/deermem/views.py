@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import operator
+import struct
 import threading
 from bisect import bisect_left
 from collections.abc import Callable, Iterable, Mapping
@@ -19,6 +20,7 @@ __all__ = ["BucketColumns", "ContextEntry", "RecordViews"]
 RECORD_VIEWS_SIZE: Final = 200_000
 BUCKETS_SIZE: Final = 256
 _SORT_KEY: Final = operator.attrgetter("sort_key")
+_DOUBLE: Final = struct.Struct(">d")
 
 
 # A record, its public dict, its normalised content, whether the public dict holds lists, and
@@ -117,8 +119,19 @@ class ContextEntry(NamedTuple):
     """A stored fact record, the key it is ordered by in the injected text, and its line."""
 
     record: Mapping[str, Any]
-    sort_key: tuple[float, str]
+    sort_key: bytes  # `_context_order`
     fact: ContextFact
+
+
+def _context_order(record: Mapping[str, Any]) -> bytes:
+    """The key of `(confidence, updatedAt)` order as one bytes object, which sorts about four
+    times faster than the tuple (0.04 against 0.2 ms for 500 facts). A confidence in 0..1 as a
+    big-endian IEEE 754 double compares as the number does, and UTF-8 compares as the text's
+    code points do; the double's eight bytes keep the two fields apart."""
+    confidence = float(record["confidence"]) + 0.0  # -0.0 becomes 0.0: the sign bit would sort last
+    return _DOUBLE.pack(confidence) + str(record.get("updatedAt", "")).encode(
+        "utf-8", "surrogatepass"
+    )
 
 
 class RecordViews:
@@ -173,23 +186,21 @@ class RecordViews:
         """The snapshot's facts, most confident first, then most recently updated.
 
         Each record's entry is kept, and with it the fact's formatted line: a render after a
-        change formats only the changed facts.
+        change formats only the changed facts. Kept entries are looked up in C, as in `_all`.
         """
-        known = self._context.get
-        entries = []
-        for record in snapshot.facts.values():
-            entry = known(id(record))
-            if entry is None or entry.record is not record:
-                entry = self._new_entry(record)
-            entries.append(entry)
+        records = list(snapshot.facts.values())
+        entries: list[ContextEntry | None] = list(map(self._context.get, map(id, records)))
+        if None in entries:
+            for at in compress(range(len(entries)), map(operator.not_, entries)):
+                entries[at] = self._new_entry(records[at])
         entries.sort(key=_SORT_KEY, reverse=True)
-        return entries
+        return entries  # type: ignore[return-value]  # no None is left
 
     def _new_entry(self, record: Mapping[str, Any]) -> ContextEntry:
         fact = ContextFact(
             record["content"], record["category"], record["confidence"], record.get("sourceError")
         )
-        entry = ContextEntry(record, (record["confidence"], record.get("updatedAt", "")), fact)
+        entry = ContextEntry(record, _context_order(record), fact)
         if len(self._context) >= RECORD_VIEWS_SIZE:
             self._context.clear()
         self._context[id(record)] = entry  # holding `record` keeps its id from being reused
