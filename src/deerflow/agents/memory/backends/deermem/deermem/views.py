@@ -124,10 +124,10 @@ class ContextEntry(NamedTuple):
 
 
 def _context_order(record: Mapping[str, Any]) -> bytes:
-    """The key of `(confidence, updatedAt)` order as one bytes object, which sorts about four
-    times faster than the tuple (0.04 against 0.2 ms for 500 facts). A confidence in 0..1 as a
-    big-endian IEEE 754 double compares as the number does, and UTF-8 compares as the text's
-    code points do; the double's eight bytes keep the two fields apart."""
+    """The key of `(confidence, updatedAt)` order as one bytes object, which sorts in half the
+    time of the tuple (57 against 113 us for 500 facts). A confidence in 0..1 as a big-endian
+    IEEE 754 double compares as the number does, and UTF-8 compares as the text's code points
+    do; the double's eight bytes keep the two fields apart."""
     confidence = float(record["confidence"]) + 0.0  # -0.0 becomes 0.0: the sign bit would sort last
     return _DOUBLE.pack(confidence) + str(record.get("updatedAt", "")).encode(
         "utf-8", "surrogatepass"
