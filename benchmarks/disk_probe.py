@@ -36,18 +36,11 @@ from rich.console import Console
 from rich.table import Table
 
 from benchmarks.timing import summarize, time_calls
+from deerflow.agents.memory.backends.deermem.deermem.core.atomic import fsync_dir
 
 FILE_BYTES = b"x" * 400
 JOURNAL_BYTES = 3000
 BATCH_SIZES = (1, 2, 3, 5)
-
-
-def fsync_directory(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 def new_file(directory: Path) -> int:
@@ -84,7 +77,7 @@ def cases(root: Path, pool: ThreadPoolExecutor, samples: int) -> dict[str, Calla
         def run(i: int) -> None:
             actions: list[Callable[[], None]] = [
                 *(functools.partial(sync_and_close, new_file(files)) for _ in range(count)),
-                functools.partial(fsync_directory, files),
+                functools.partial(fsync_dir, files),
             ]
             if threads:
                 for future in [pool.submit(action) for action in actions]:
@@ -99,7 +92,7 @@ def cases(root: Path, pool: ThreadPoolExecutor, samples: int) -> dict[str, Calla
         temp = kept / f".memory.json.{i}.tmp"
         temp.write_bytes(FILE_BYTES)
         os.replace(temp, kept / "memory.json")
-        fsync_directory(kept)
+        fsync_dir(kept)
 
     def unlink(i: int) -> None:
         os.unlink(doomed / str(i))
@@ -108,13 +101,13 @@ def cases(root: Path, pool: ThreadPoolExecutor, samples: int) -> dict[str, Calla
         fd = os.open(doomed / str(i), os.O_WRONLY | os.O_CREAT, 0o600)
         os.write(fd, FILE_BYTES)
         sync_and_close(fd)
-    fsync_directory(doomed)
+    fsync_dir(doomed)
 
     table: dict[str, Callable[[int], None]] = {"journal": write_journal}
     for count in BATCH_SIZES:
         table[f"{count} new file(s) + directory, threads"] = batch(count, threads=True)
         table[f"{count} new file(s) + directory, one by one"] = batch(count, threads=False)
-    table["directory, nothing changed"] = lambda i: fsync_directory(kept)
+    table["directory, nothing changed"] = lambda i: fsync_dir(kept)
     table["rename + directory"] = rename
     table["unlink of a synced file"] = unlink
     return table
