@@ -8,7 +8,7 @@ import threading
 from bisect import bisect_left
 from collections.abc import Callable, Iterable, Mapping
 from itertools import compress
-from typing import Any, Final, NamedTuple
+from typing import Any, Final, NamedTuple, TypeVar
 
 from deerflow.agents.memory.backends.deermem.deermem.context import ContextFact
 from deerflow.agents.memory.backends.deermem.deermem.core.changes import MemorySnapshot
@@ -21,6 +21,7 @@ RECORD_VIEWS_SIZE: Final = 200_000
 BUCKETS_SIZE: Final = 256
 _SORT_KEY: Final = operator.attrgetter("sort_key")
 _DOUBLE: Final = struct.Struct(">d")
+_Derived = TypeVar("_Derived", bound=tuple[Any, ...])  # a view or a context entry: never falsy
 
 
 # A record, its public dict, its normalised content, whether the public dict holds lists, and
@@ -160,18 +161,6 @@ class RecordViews:
             self._views[id(record)] = view  # holding `record` keeps its id from being reused
         return view
 
-    def _all(self, records: Iterable[Mapping[str, Any]]) -> list[_View]:
-        """`_view` of each record. Documents and write checks list every fact, so the kept
-        views are looked up in C; only records without one take the slow path."""
-        records = list(records)
-        # A view found by id is the record's own: the view holds its record, so no other live
-        # object can have that id.
-        views: list[_View | None] = list(map(self._views.get, map(id, records)))
-        if None in views:
-            for at in compress(range(len(views)), map(operator.not_, views)):
-                views[at] = self._view(records[at])
-        return views  # type: ignore[return-value]  # no None is left
-
     def public(self, record: Mapping[str, Any]) -> dict[str, Any]:
         """The contract's fact dict; a copy the caller may change (lists are copied too)."""
         return _copy(self._view(record))
@@ -186,15 +175,11 @@ class RecordViews:
         """The snapshot's facts, most confident first, then most recently updated.
 
         Each record's entry is kept, and with it the fact's formatted line: a render after a
-        change formats only the changed facts. Kept entries are looked up in C, as in `_all`.
+        change formats only the changed facts.
         """
-        records = list(snapshot.facts.values())
-        entries: list[ContextEntry | None] = list(map(self._context.get, map(id, records)))
-        if None in entries:
-            for at in compress(range(len(entries)), map(operator.not_, entries)):
-                entries[at] = self._new_entry(records[at])
+        entries = _kept(self._context, list(snapshot.facts.values()), self._new_entry)
         entries.sort(key=_SORT_KEY, reverse=True)
-        return entries  # type: ignore[return-value]  # no None is left
+        return entries
 
     def _new_entry(self, record: Mapping[str, Any]) -> ContextEntry:
         fact = ContextFact(
@@ -237,11 +222,30 @@ class RecordViews:
             or base[0] is not kept.facts
             or not kept.carry_over(facts, base[1], self._view)
         ):
-            kept = _BucketFacts(facts, self._all(facts.values()))
+            kept = _BucketFacts(facts, _kept(self._views, list(facts.values()), self._view))
             if len(self._buckets) >= BUCKETS_SIZE:
                 self._buckets.clear()
         self._buckets[key] = kept
         return kept
+
+
+def _kept(
+    cache: Mapping[int, _Derived],
+    records: list[Mapping[str, Any]],
+    derive: Callable[[Mapping[str, Any]], _Derived],
+) -> list[_Derived]:
+    """What `cache` keeps for each record, by the record's id, or `derive(record)` for records
+    it has nothing for. Documents, write checks and renders list every fact, so the kept values
+    are looked up in C; only the records without one take the slow path.
+
+    A value found by id is the record's own: each value holds its record, so no other live
+    object can have that id.
+    """
+    found: list[_Derived | None] = list(map(cache.get, map(id, records)))
+    if None in found:
+        for at in compress(range(len(found)), map(operator.not_, found)):
+            found[at] = derive(records[at])
+    return found  # type: ignore[return-value]  # no None is left
 
 
 def _sections_copy(sections: Mapping[str, Mapping[str, str]]) -> dict[str, dict[str, str]]:
