@@ -156,9 +156,7 @@ class RecordViews:
             public = public_fact(dict(record))
             has_lists = any(isinstance(value, list) for value in public.values())
             view = (record, public, normalized(record["content"]), has_lists, keep_order(record))
-            if len(self._views) >= RECORD_VIEWS_SIZE:
-                self._views.clear()
-            self._views[id(record)] = view  # holding `record` keeps its id from being reused
+            _keep(self._views, record, view)
         return view
 
     def public(self, record: Mapping[str, Any]) -> dict[str, Any]:
@@ -186,9 +184,7 @@ class RecordViews:
             record["content"], record["category"], record["confidence"], record.get("sourceError")
         )
         entry = ContextEntry(record, _context_order(record), fact)
-        if len(self._context) >= RECORD_VIEWS_SIZE:
-            self._context.clear()
-        self._context[id(record)] = entry  # holding `record` keeps its id from being reused
+        _keep(self._context, record, entry)
         return entry
 
     def document(self, snapshot: MemorySnapshot) -> dict[str, Any]:
@@ -227,6 +223,16 @@ class RecordViews:
                 self._buckets.clear()
         self._buckets[key] = kept
         return kept
+
+
+def _keep(cache: dict[int, _Derived], record: Mapping[str, Any], derived: _Derived) -> None:
+    """Keep what was derived from `record`, by its id; the cache is emptied when full.
+
+    `derived` holds `record`, which keeps its id from being reused while it is kept.
+    """
+    if len(cache) >= RECORD_VIEWS_SIZE:
+        cache.clear()
+    cache[id(record)] = derived
 
 
 def _kept(
