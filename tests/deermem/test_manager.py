@@ -628,31 +628,68 @@ def test_concurrent_writes_of_one_user_in_one_process_all_land(tmp_path: Path) -
     assert {f["confidence"] for f in facts} == {0.8}
 
 
-def test_context_order_is_confidence_then_update_time_as_the_tuple_orders_them() -> None:
-    """`by_confidence` sorts on one bytes key; it must order records as `(confidence,
-    updatedAt)` does, ties included (a stable sort keeps those in the bucket's order)."""
+def test_context_order_is_confidence_then_update_time_then_id_as_the_tuple_orders_them() -> None:
+    """`by_confidence` orders on one bytes key; it must order records as `(confidence,
+    updatedAt, id)` does, with texts that begin one another and texts holding NULs."""
     rng = random.Random(7)
     confidences = [0.0, -0.0, 1.0, 5e-324, 1e-300, 0.1, 0.1 + 1e-16, 0.5, 0.9999999999999999]
-    times = ["", "2026-01-01T00:00:00Z", "2026-01-01T00:00:01Z", "2026-01-01", "2026-é", "2026-😀"]
+    times = ["", "2026-01-01T00:00:00Z", "2026-01-01", "2026-01-01\0", "2026-01-01\0\1", "2026-é"]
+    times += ["2026-😀", "2026\0\0", "2026\0"]
+    ids = ["fact_a", "fact_a\0", "fact_a\0b", "fact_\x01", "fact_é", "fact_😀"]
     records = [
         {
-            "id": f"fact_{n:04x}",
+            "id": f"{rng.choice(ids)}{n:04x}"[: rng.choice([6, 7, 8, 12])] + f"#{n}" * (n % 2),
             "content": f"fact {n}",
             "category": "context",
             "confidence": rng.choice(confidences + [rng.random() for _ in range(3)]),
             "updatedAt": rng.choice(times),
         }
-        for n in range(400)
+        for n in range(600)
     ]
-    snapshot = MemorySnapshot(
-        user_id="u",
-        bucket="__default__",
-        revision=1,
-        last_updated="",
-        summaries={},
-        facts={record["id"]: record for record in records},
-        buckets=("__default__",),
-    )
+    facts = {record["id"]: record for record in records}
+    snapshot = MemorySnapshot("u", "__default__", 1, "", {}, facts, ("__default__",))
     ranked = [entry.record["id"] for entry in RecordViews().by_confidence(snapshot)]
-    by_tuple = sorted(records, key=lambda r: (r["confidence"], r["updatedAt"]), reverse=True)
+    by_tuple = sorted(
+        facts.values(), key=lambda r: (r["confidence"], r["updatedAt"], r["id"]), reverse=True
+    )
     assert ranked == [record["id"] for record in by_tuple]
+
+
+def test_context_order_carried_over_commits_is_the_order_of_a_fresh_read(tmp_path: Path) -> None:
+    """The manager keeps each bucket's context order and moves it with every commit; after
+    hundreds of creates, updates (ties included), deletes and evictions it must equal the
+    order a new process derives from the same files."""
+    rng = random.Random(11)
+    manager = make(tmp_path, max_facts=60)
+    ids: list[str] = []
+    for step in range(400):
+        action = rng.random()
+        confidence = rng.choice([0.5, 0.5, 0.9, rng.random()])
+        if action < 0.5 or len(ids) < 5:
+            with contextlib.suppress(FactEvictedError):  # less confident than a full bucket
+                _, fact_id = manager.create_fact(f"fact {step}", "context", confidence, user_id="u")
+                ids.append(fact_id or "")
+        elif action < 0.8:
+            fact_id = rng.choice(ids)
+            try:
+                manager.update_fact(fact_id, confidence=confidence, user_id="u")
+            except FactNotFoundError:  # evicted since
+                ids.remove(fact_id)
+        else:
+            fact_id = ids.pop(rng.randrange(len(ids)))
+            with contextlib.suppress(FactNotFoundError):
+                manager.delete_fact(fact_id, user_id="u")
+        manager.get_context(user_id="u")  # the kept order follows each commit
+    assert manager.get_context(user_id="u") == make(tmp_path, max_facts=60).get_context(user_id="u")
+    snapshot = manager.storage.load("u", None)
+    kept = [entry.record for entry in manager._views.by_confidence(snapshot)]
+    fresh = [entry.record for entry in RecordViews().by_confidence(snapshot)]
+    assert kept == fresh
+    assert [record["id"] for record in kept] == [
+        record["id"]
+        for record in sorted(
+            snapshot.facts.values(),
+            key=lambda r: (r["confidence"], r["updatedAt"], r["id"]),
+            reverse=True,
+        )
+    ]

@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import functools
 import html
+import itertools
 import math
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -60,9 +61,10 @@ HISTORY_LABELS: Final = (
     ("earlierContext", "Earlier"),
     ("longTermBackground", "Background"),
 )
-_USER_HEADER: Final = "User Context:"
-_HISTORY_HEADER: Final = "History:"
-_FACTS_HEADER: Final = "Facts:"
+# Headers and lines are kept with the newline that ends them.
+_USER_HEADER: Final = "User Context:\n"
+_HISTORY_HEADER: Final = "History:\n"
+_FACTS_HEADER: Final = "Facts:\n"
 
 _Section = tuple[str, list[str]]
 
@@ -78,10 +80,10 @@ class ContextFact:
 
     @functools.cached_property
     def line(self) -> str | None:
-        """The fact's line in the text, or None when its content is blank.
+        """The fact's line in the text with its newline, or None when its content is blank.
 
         Cached: the manager keeps one ContextFact per stored record, so a fact is formatted
-        once, not at every render.
+        once, not at every render, and counting the line finds the string's hash kept.
         """
         content = _clean(self.content)
         if not content:
@@ -90,7 +92,7 @@ class ContextFact:
         confidence = min(max(confidence, 0.0), 1.0) if math.isfinite(confidence) else 0.0
         line = f"- [{_clean(self.category)} | {confidence:.2f}] {content}"
         avoid = _clean(self.source_error or "")
-        return f"{line} (avoid: {avoid})" if avoid else line
+        return f"{line} (avoid: {avoid})\n" if avoid else f"{line}\n"
 
 
 def _clean(text: str) -> str:
@@ -109,14 +111,15 @@ def _summary_lines(
         section = part.get(name)
         summary = section.get("summary") if isinstance(section, Mapping) else None
         if isinstance(summary, str) and summary.strip():
-            lines.append(f"- {label}: {_clean(summary)}")
+            lines.append(f"- {label}: {_clean(summary)}\n")
     return lines
 
 
 def _fit(
     lines: Iterable[str], budget: int, cost: Callable[[str], int], opening: int = 0
 ) -> tuple[list[str], int]:
-    """The longest prefix of `lines` that fits in `budget`, and its cost.
+    """The longest prefix of `lines` (each with its newline) that fits in `budget`, and its
+    cost.
 
     `lines` may be lazy: nothing after the first line that does not fit is produced.
 
@@ -139,15 +142,16 @@ def _lines(facts: Iterable[ContextFact]) -> Iterator[str]:
 
 
 def _render(sections: Sequence[_Section]) -> str:
-    return "\n\n".join("\n".join([header, *lines]) for header, lines in sections if lines)
+    text = "\n".join("".join([header, *lines]) for header, lines in sections if lines)
+    return text[:-1]
 
 
 def _pieces(sections: Sequence[_Section]) -> Iterator[str]:
     """`_render`'s text cut after each line: the line and the newlines that follow it."""
     shown = [[header, *lines] for header, lines in sections if lines]
     for number, section in enumerate(shown, 1):
-        yield from (line + "\n" for line in section[:-1])
-        yield section[-1] + ("\n\n" if number < len(shown) else "")
+        yield from section[:-1]
+        yield section[-1] + "\n" if number < len(shown) else section[-1][:-1]
 
 
 def format_context(
@@ -177,36 +181,34 @@ def format_context(
         The text, or "" when there is nothing to inject.
     """
 
-    def cost(line: str) -> int:
-        return count_tokens(line + "\n")
-
     def header_cost(header: str) -> int:
-        return cost(header) + cost("")
+        return count_tokens(header) + count_tokens("\n")
 
     user_pool = _summary_lines(summaries, "user", USER_LABELS)
     history_pool = _summary_lines(summaries, "history", HISTORY_LABELS)
-    # Lines are formatted only until the budget is spent: a full bucket has far more facts
-    # than fit, and formatting every one of them would dominate the cost.
-    chosen = list(facts) if include_facts else []
+    # Facts are read, and their lines formatted, only until the budget is spent: a full bucket
+    # has far more facts than fit. Each pool reads the facts as far as it needs; `tee` keeps
+    # those one has read and the other has not.
+    for_guaranteed, for_regular = itertools.tee(facts if include_facts else ())
     special = frozenset(guaranteed_categories)
-    guaranteed_pool = _lines(f for f in chosen if f.category in special)
-    regular_pool = _lines(f for f in chosen if f.category not in special)
+    guaranteed_pool = _lines(f for f in for_guaranteed if f.category in special)
+    regular_pool = _lines(f for f in for_regular if f.category not in special)
 
     facts_opening = header_cost(_FACTS_HEADER)
     guaranteed, spent = _fit(
         guaranteed_pool,
         min(facts_opening + guaranteed_token_budget, max_tokens),
-        cost,
+        count_tokens,
         facts_opening,
     )
     left = max_tokens - spent
-    user, spent = _fit(user_pool, left, cost, header_cost(_USER_HEADER))
+    user, spent = _fit(user_pool, left, count_tokens, header_cost(_USER_HEADER))
     left -= spent
     history: list[str] = []
     if len(user) == len(user_pool):
-        history, spent = _fit(history_pool, left, cost, header_cost(_HISTORY_HEADER))
+        history, spent = _fit(history_pool, left, count_tokens, header_cost(_HISTORY_HEADER))
         left -= spent
-    regular, _ = _fit(regular_pool, left, cost, 0 if guaranteed else facts_opening)
+    regular, _ = _fit(regular_pool, left, count_tokens, 0 if guaranteed else facts_opening)
 
     sections = [
         (_USER_HEADER, user),
