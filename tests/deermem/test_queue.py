@@ -523,6 +523,42 @@ def test_items_of_a_journal_written_before_turns_were_chunked_are_kept(
     assert recorder.items[0].turns == conversation(5)
 
 
+def test_chunks_written_before_the_cursor_column_keep_their_cursor(
+    journal: Path, make_queue: MakeQueue, recorder: Recorder
+) -> None:
+    """A journal at schema version 2 gains each chunk's last turn; a chunk an older process
+    writes afterwards (without it) still gives the key's cursor."""
+    journal.parent.mkdir(parents=True)
+    with closing(sqlite3.connect(journal, isolation_level=None)) as conn:
+        conn.execute("CREATE TABLE migrations (version INTEGER PRIMARY KEY)")
+        for version, statements in enumerate(MIGRATIONS[:2], 1):
+            for statement in statements:
+                conn.execute(statement)
+            conn.execute("INSERT INTO migrations (version) VALUES (?)", (version,))
+        conn.execute(
+            "INSERT INTO items (key, user_id, urgent, signals, first_at, last_at, due_at)"
+            " VALUES (?, 'alice', 0, '[]', 0, 0, 0)",
+            (json.dumps(KEY),),
+        )
+        conn.execute(
+            "INSERT INTO chunks (item_id, turns) VALUES (1, ?)", (json.dumps(conversation(3)),)
+        )
+    queue = make_queue()
+    assert queue.cursor(KEY) == "m2"
+    with closing(sqlite3.connect(journal, isolation_level=None)) as conn:
+        (last,) = conn.execute("SELECT last_turn FROM chunks").fetchone()
+        assert json.loads(last) == conversation(3)[-1]
+        # What a process from before the column appends: no last turn of its own.
+        conn.execute(
+            "INSERT INTO chunks (item_id, turns) VALUES (1, ?)", (json.dumps(conversation(5)[3:]),)
+        )
+    assert queue.cursor(KEY) == "m4"
+    assert queue.extend(KEY, conversation(7)[5:], after="m4")
+    assert queue.cursor(KEY) == "m6"
+    assert queue.flush(5)
+    assert recorder.items[0].turns == conversation(7)
+
+
 def test_a_corrupt_journal_is_reported_not_reset(tmp_path: Path) -> None:
     path = tmp_path / "pending.sqlite3"
     path.write_bytes(b"not a database" * 100)

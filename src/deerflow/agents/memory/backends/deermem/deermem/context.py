@@ -151,7 +151,7 @@ def _pieces(sections: Sequence[_Section]) -> Iterator[str]:
     shown = [[header, *lines] for header, lines in sections if lines]
     for number, section in enumerate(shown, 1):
         yield from section[:-1]
-        yield section[-1] + "\n" if number < len(shown) else section[-1][:-1]
+        yield (section[-1] + "\n") if number < len(shown) else section[-1][:-1]
 
 
 def format_context(

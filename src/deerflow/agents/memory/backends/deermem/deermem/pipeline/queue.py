@@ -7,7 +7,9 @@ extraction) for each item once it is due, one item at a time, in due order.
 Items. A key (thread, user, agent) has at most one pending normal item. Its turns are stored in
 chunks, one row per call that added some, so that a turn is serialised and written once: `extend`
 appends the turns that follow the key's cursor (the last turn queued, or else the watermark) and
-writes nothing else, which keeps a put of a long thread as cheap as one of a short thread. `put`
+writes nothing else, which keeps a put of a long thread as cheap as one of a short thread. A chunk
+also keeps its last turn apart, so that finding the cursor does not parse a chunk that holds a
+whole thread. `put`
 hands the whole conversation instead and replaces the pending turns with those after the
 watermark (latest conversation wins), even while that item is being processed: the newer turns
 then stay, trimmed by the watermark the processing sets. Signals are unioned and the first put's
@@ -117,6 +119,12 @@ MIGRATIONS: Final[tuple[tuple[str, ...], ...]] = (
         "CREATE INDEX chunks_item ON chunks (item_id, seq)",
         "INSERT INTO chunks (item_id, turns) SELECT id, turns FROM items ORDER BY id",
         "ALTER TABLE items DROP COLUMN turns",
+    ),
+    (
+        # A chunk's last turn on its own: the key's cursor, read by every `add()` of a thread,
+        # without parsing a first put's chunk, which holds the whole thread.
+        "ALTER TABLE chunks ADD COLUMN last_turn TEXT",
+        "UPDATE chunks SET last_turn = json_extract(turns, '$[#-1]')",
     ),
 )
 """Schema versions; `MIGRATIONS[i]` takes the journal from version i to i + 1."""
@@ -470,10 +478,12 @@ class DurableQueue:
         return due
 
     def _cursor(self, conn: sqlite3.Connection, key_text: str) -> str | None:
-        # SQLite picks the last turn out of the chunk: a first put's chunk holds a whole thread.
+        # A chunk written by a process that predates `last_turn` has none: SQLite then picks
+        # the last turn out of the whole chunk.
         last = conn.execute(
-            "SELECT json_extract(c.turns, '$[#-1]') FROM items AS i JOIN chunks AS c"
-            " ON c.item_id = i.id WHERE i.key = ? AND NOT i.urgent ORDER BY c.seq DESC LIMIT 1",
+            "SELECT coalesce(c.last_turn, json_extract(c.turns, '$[#-1]')) FROM items AS i"
+            " JOIN chunks AS c ON c.item_id = i.id WHERE i.key = ? AND NOT i.urgent"
+            " ORDER BY c.seq DESC LIMIT 1",
             (key_text,),
         ).fetchone()
         if last is not None:
@@ -694,8 +704,12 @@ def _append(conn: sqlite3.Connection, item_id: int, turns: list[dict[str, Any]])
     """Store `turns` as the item's newest chunk (none when there are no turns)."""
     if turns:
         conn.execute(
-            "INSERT INTO chunks (item_id, turns) VALUES (?, ?)",
-            (item_id, json.dumps(turns, ensure_ascii=False)),
+            "INSERT INTO chunks (item_id, turns, last_turn) VALUES (?, ?, ?)",
+            (
+                item_id,
+                json.dumps(turns, ensure_ascii=False),
+                json.dumps(turns[-1], ensure_ascii=False),
+            ),
         )
 
 
