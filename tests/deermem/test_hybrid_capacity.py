@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import json
 import logging
+import os
+import subprocess
+import sys
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -325,6 +328,36 @@ def test_search_skips_facts_whose_file_is_gone(tmp_path: Path) -> None:
     assert usage.heat("u", "agent-x", NOW + timedelta(days=30), 30) == {
         "fact_00000001": pytest.approx(0.5)
     }
+
+
+def test_the_first_write_removes_temp_files_of_writers_killed_mid_write(tmp_path: Path) -> None:
+    path = usage_path(tmp_path)
+    path.parent.mkdir(parents=True)
+    killed = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import os, pathlib, sys\n"
+            "from deerflow.agents.memory.backends.deermem.deermem.core import atomic\n"
+            "atomic._temp_beside(pathlib.Path(sys.argv[1])).write_bytes(b'{')\n"
+            "os.kill(os.getpid(), 9)",
+            str(path),
+        ],
+        check=False,
+    )
+    assert killed.returncode == -9
+    (left,) = path.parent.iterdir()
+    live = path.parent / f".{path.name}.{os.getpid()}.0123abcd.tmp"  # a writer still running
+    other = path.parent / f".notes.json.{killed_pid(left)}.0123abcd.tmp"
+    for temp in (live, other):
+        temp.write_bytes(b"{")
+    FactUsage(tmp_path).record("u", "__default__", ["fact_00000001"], NOW, 30)
+    assert sorted(path.parent.iterdir()) == sorted([path, live, other])
+    assert json.loads(path.read_text())["facts"]["fact_00000001"]["accessCount"] == 1
+
+
+def killed_pid(temp: Path) -> int:
+    return int(temp.name.split(".")[-3])
 
 
 @pytest.mark.parametrize(

@@ -7,7 +7,8 @@ One small sidecar per bucket, `agents/{bucket}/.metadata/fact-usage.json`:
 
 It is derived usage data, not memory: a sidecar that cannot be read is logged and started afresh,
 never an error. It holds ids and numbers only, at most `MAX_ENTRIES` of them (the coldest go).
-Writes are atomic; concurrent processes may lose an increment, never the file.
+Writes are atomic; concurrent processes may lose an increment, never the file. The first write of
+a sidecar in a process removes the temp files that writers killed mid-write left beside it.
 """
 
 from __future__ import annotations
@@ -23,7 +24,10 @@ from pathlib import Path
 from typing import Any, Final
 
 from deerflow.agents.memory.backends.deermem.deermem.config import DeerMemConfig
-from deerflow.agents.memory.backends.deermem.deermem.core.atomic import atomic_write
+from deerflow.agents.memory.backends.deermem.deermem.core.atomic import (
+    atomic_write,
+    remove_stale_temps,
+)
 from deerflow.agents.memory.backends.deermem.deermem.core.paths import safe_user_id, user_paths
 from deerflow.agents.memory.backends.deermem.deermem.governance import parse_time
 
@@ -34,6 +38,7 @@ logger = logging.getLogger(__name__)
 USAGE_FILE: Final = "fact-usage.json"
 VERSION: Final = 1
 MAX_ENTRIES: Final = 1000
+SWEPT_SIZE: Final = 10_000  # sidecars remembered as swept; forgetting one only sweeps it again
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,6 +97,7 @@ class FactUsage:
     def __init__(self, root: Path) -> None:
         self._root = root
         self._lock = threading.Lock()
+        self._swept: set[Path] = set()
 
     def path(self, user_id: str, bucket: str) -> Path:
         return user_paths(self._root, safe_user_id(user_id)).metadata_dir(bucket) / USAGE_FILE
@@ -153,7 +159,15 @@ class FactUsage:
                 "facts": {fact_id: entry.as_dict() for fact_id, entry in sorted(entries.items())},
             }
             data = json.dumps(document, indent=1, sort_keys=True).encode("utf-8") + b"\n"
-            atomic_write(self.path(user_id, bucket), data)
+            path = self.path(user_id, bucket)
+            atomic_write(path, data)
+            if path not in self._swept:
+                # Other processes write it without a shared lock: only their temp files are
+                # theirs to finish, and a write that loses its temp file loses one increment.
+                remove_stale_temps(path, only_of_ended_processes=True)
+                if len(self._swept) >= SWEPT_SIZE:
+                    self._swept.clear()
+                self._swept.add(path)
 
 
 def _entry(value: Any) -> UsageEntry | None:

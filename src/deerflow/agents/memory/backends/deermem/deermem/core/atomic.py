@@ -39,14 +39,21 @@ def fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
-def remove_stale_temps(path: Path) -> None:
+def remove_stale_temps(path: Path, *, only_of_ended_processes: bool = False) -> None:
     """Remove the temp files a crash left beside `path` (see `atomic_write`, `SyncBatch.stage`).
 
-    Only for a caller holding the lock every writer of `path` holds: then no temp file beside
-    it belongs to a write still going on.
+    For a caller holding the lock every writer of `path` holds: then no temp file beside it
+    belongs to a write still going on. Without that lock, pass `only_of_ended_processes`: only
+    temp files whose writer's process (the pid in the name) has ended go. A process of another
+    pid namespace looks ended too, so that is only for files whose writers can lose a write.
     """
     try:
-        names = [name for name in os.listdir(path.parent) if _is_temp_of(path, name)]
+        names = [
+            name
+            for name in os.listdir(path.parent)
+            if (pid := _temp_writer(path, name)) is not None
+            and not (only_of_ended_processes and process_alive(pid))
+        ]
     except FileNotFoundError:
         return
     for name in names:
@@ -213,13 +220,25 @@ def _temp_beside(path: Path) -> Path:
     return path.with_name(f".{path.name}.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp")
 
 
-_TEMP_TAIL: Final = re.compile(r"\.[0-9]+\.[0-9a-f]{8}\.tmp")
+_TEMP_TAIL: Final = re.compile(r"\.([0-9]+)\.[0-9a-f]{8}\.tmp")
 
 
-def _is_temp_of(path: Path, name: str) -> bool:
-    """Whether `name` is one `_temp_beside(path)` gives."""
+def _temp_writer(path: Path, name: str) -> int | None:
+    """The pid in `name` if it is one `_temp_beside(path)` gives, else None."""
     head = f".{path.name}"
-    return name.startswith(head) and _TEMP_TAIL.fullmatch(name, len(head)) is not None
+    match = _TEMP_TAIL.fullmatch(name, len(head)) if name.startswith(head) else None
+    return None if match is None else int(match[1])
+
+
+def process_alive(pid: int) -> bool:
+    """Whether a process with this pid exists on this host (in this pid namespace)."""
+    try:
+        os.kill(pid, 0)  # signal 0 only checks that the process exists
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # it exists, under another user
+    return True
 
 
 _pool: tuple[int, ThreadPoolExecutor] | None = None

@@ -75,6 +75,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final, NamedTuple
 
+from deerflow.agents.memory.backends.deermem.deermem.core.atomic import process_alive
 from deerflow.agents.memory.backends.deermem.deermem.core.sqlite import (
     apply_migrations,
     immediate_transaction,
@@ -735,14 +736,5 @@ def _orphans(conn: sqlite3.Connection, now: float) -> str:
         (now,),
     ).fetchall()
     pids = {row_id: int(owner.split(":", 1)[0]) for row_id, owner in held}
-    return json.dumps([i for i, pid in pids.items() if pid != os.getpid() and not _alive(pid)])
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)  # signal 0 only checks that the process exists
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True  # it exists, under another user
-    return True
+    ended = [i for i, pid in pids.items() if pid != os.getpid() and not process_alive(pid)]
+    return json.dumps(ended)
