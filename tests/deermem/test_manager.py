@@ -655,6 +655,35 @@ def test_context_order_is_confidence_then_update_time_then_id_as_the_tuple_order
     assert ranked == [record["id"] for record in by_tuple]
 
 
+def test_renders_during_concurrent_writes_end_as_a_fresh_render(tmp_path: Path) -> None:
+    """Threads writing one bucket while others render it: the kept order is changed in place,
+    so a render must never see it half-moved, and the last render must be a fresh one's."""
+    manager = make(tmp_path, max_facts=40)
+    stop = False
+
+    def write(worker: int) -> None:
+        rng = random.Random(worker)
+        for step in range(30):
+            confidence = rng.choice([0.5, 0.7, rng.random()])
+            with contextlib.suppress(FactEvictedError, MemoryConflictError):
+                manager.create_fact(f"w{worker} s{step}", "context", confidence, user_id="u")
+
+    def render() -> int:
+        renders = 0
+        while not stop:
+            lines = manager.get_context(user_id="u").splitlines()
+            assert len(lines) == len(set(lines)), "a fact shown twice"
+            renders += 1
+        return renders
+
+    with concurrent.futures.ThreadPoolExecutor(max_workers=6) as pool:
+        renderers = [pool.submit(render) for _ in range(2)]
+        list(pool.map(write, range(4)))
+        stop = True
+        assert all(r.result() > 0 for r in renderers)
+    assert manager.get_context(user_id="u") == make(tmp_path, max_facts=40).get_context(user_id="u")
+
+
 def test_context_order_carried_over_commits_is_the_order_of_a_fresh_read(tmp_path: Path) -> None:
     """The manager keeps each bucket's context order and moves it with every commit; after
     hundreds of creates, updates (ties included), deletes and evictions it must equal the
