@@ -6,6 +6,7 @@ import random
 import re
 from typing import Any
 
+from deerflow.agents.memory.backends.deermem.deermem import context
 from deerflow.agents.memory.backends.deermem.deermem.context import ContextFact, format_context
 from deerflow.agents.memory.backends.deermem.deermem.core.tokens import (
     TokenCounter,
@@ -273,6 +274,33 @@ def test_cl100k_counts_a_text_as_the_sum_of_its_lines_with_their_newlines() -> N
         assert len(encoding.encode_ordinary(text)) == sum(
             len(encoding.encode_ordinary(piece)) for piece in pieces
         ), text
+
+
+def test_the_final_check_counts_the_text_cut_after_each_run_of_newlines() -> None:
+    """`_counted` reuses what each line was charged; it must equal counting every piece of the
+    rendered text (the text cut after each run of newlines), also for a counter whose costs
+    depend on the newlines, whatever sections are shown."""
+
+    def newlines_are_dear(text: str) -> int:
+        return words(text) + 2 * text.count("\n") + 5 * text.count("\n\n")
+
+    rng = random.Random(5)
+    for _ in range(500):
+        sections = [
+            context._Section(header)
+            for header in ("User Context:\n", "History:\n", "Facts:\n")
+            if rng.random() < 0.8
+        ]
+        for section in sections:
+            for n in range(rng.randint(0, 3)):
+                line = f"- {' '.join(['w'] * rng.randint(1, 4))} {n}\n"
+                section.lines.append(line)
+                section.costs.append(newlines_are_dear(line))
+        shown = [section for section in sections if section.lines]
+        if not shown:
+            continue
+        pieces = [p for p in re.findall(r"[^\n]*\n*", context._render(sections)) if p]
+        assert context._counted(shown, newlines_are_dear) == sum(map(newlines_are_dear, pieces))
 
 
 def test_per_line_costs_alone_are_not_a_bound_with_cl100k() -> None:

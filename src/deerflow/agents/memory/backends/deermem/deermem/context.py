@@ -27,12 +27,13 @@ The header "Facts:" is charged to the total, not to the guaranteed budget.
 These costs do not always add up to at least the real count: with cl100k, `!*\\` followed by one
 newline is 1 token, followed by two it is 3, so a section ending in it costs more than charged.
 The assembled text is therefore counted once more, and trimmed from the end until it fits. It is
-counted piece by piece, each line with the newlines that follow it (`_pieces`), which for cl100k
+counted piece by piece, each line with the newlines that follow it (`_counted`), which for cl100k
 is exactly the count of the whole text: its pre-tokenizer always ends a chunk after a run of
 newlines followed by a visible character, which is where every piece ends, and BPE never merges
 across chunks (a test checks the identity on random texts). So the check needs the counts of
-lines, which a `TokenCache` can supply without loading the tokenizer. For the estimate the sum
-is at least the whole count, so the bound holds there too.
+lines, which a `TokenCache` can supply without loading the tokenizer, and most pieces are the
+lines as they were charged. For the estimate the sum is at least the whole count, so the bound
+holds there too.
 """
 
 from __future__ import annotations
@@ -42,7 +43,7 @@ import html
 import itertools
 import math
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Final
 
 # Re-exported: choosing which facts to inject (§5.7) belongs with formatting them.
@@ -65,8 +66,6 @@ HISTORY_LABELS: Final = (
 _USER_HEADER: Final = "User Context:\n"
 _HISTORY_HEADER: Final = "History:\n"
 _FACTS_HEADER: Final = "Facts:\n"
-
-_Section = tuple[str, list[str]]
 
 
 @dataclass(frozen=True)
@@ -115,43 +114,68 @@ def _summary_lines(
     return lines
 
 
+@dataclass(slots=True)
+class _Section:
+    """A section's header and lines (each with its newline), and what each line was charged."""
+
+    header: str
+    lines: list[str] = field(default_factory=list)
+    costs: list[int] = field(default_factory=list)
+
+    def extend(self, other: _Section) -> _Section:
+        self.lines += other.lines
+        self.costs += other.costs
+        return self
+
+
 def _fit(
-    lines: Iterable[str], budget: int, cost: Callable[[str], int], opening: int = 0
-) -> tuple[list[str], int]:
-    """The longest prefix of `lines` (each with its newline) that fits in `budget`, and its
-    cost.
+    header: str, lines: Iterable[str], budget: int, cost: Callable[[str], int], opening: int = 0
+) -> tuple[_Section, int]:
+    """The longest prefix of `lines` (each with its newline) that fits in `budget`, as a
+    section under `header`, and its cost.
 
     `lines` may be lazy: nothing after the first line that does not fit is produced.
 
     `opening` (a section header) is charged together with the first line, so a header never
     appears without a line under it.
     """
-    taken: list[str] = []
+    taken = _Section(header)
     spent = 0
     for line in lines:
-        extra = cost(line) + (0 if taken else opening)
-        if spent + extra > budget:
+        own = cost(line)
+        charge = own + (opening if not taken.costs else 0)
+        if spent + charge > budget:
             break
-        taken.append(line)
-        spent += extra
+        spent += charge
+        taken.lines.append(line)
+        taken.costs.append(own)
     return taken, spent
 
 
-def _lines(facts: Iterable[ContextFact]) -> Iterator[str]:
-    return (line for fact in facts if (line := fact.line))
+def _lines(facts: Iterable[ContextFact], categories: frozenset[str], inside: bool) -> Iterator[str]:
+    """The lines of the facts whose category is in `categories` (`inside`) or not."""
+    return (
+        line for fact in facts if (fact.category in categories) is inside and (line := fact.line)
+    )
 
 
 def _render(sections: Sequence[_Section]) -> str:
-    text = "\n".join("".join([header, *lines]) for header, lines in sections if lines)
+    text = "\n".join("".join([s.header, *s.lines]) for s in sections if s.lines)
     return text[:-1]
 
 
-def _pieces(sections: Sequence[_Section]) -> Iterator[str]:
-    """`_render`'s text cut after each line: the line and the newlines that follow it."""
-    shown = [[header, *lines] for header, lines in sections if lines]
+def _counted(shown: Sequence[_Section], count_tokens: Callable[[str], int]) -> int:
+    """The count of `_render`'s text cut after each line, the line with the newlines that
+    follow it, summed (`shown`: the sections with lines). Inside a section a piece is a header
+    or a line as it was charged; only a section's last line gains a blank line, or at the end
+    of the text loses its newline."""
+    total = 0
     for number, section in enumerate(shown, 1):
-        yield from section[:-1]
-        yield (section[-1] + "\n") if number < len(shown) else section[-1][:-1]
+        last = section.lines[-1]
+        piece = (last + "\n") if number < len(shown) else last[:-1]
+        total += count_tokens(section.header) + sum(section.costs) - section.costs[-1]
+        total += count_tokens(piece)
+    return total
 
 
 def format_context(
@@ -191,34 +215,37 @@ def format_context(
     # those one has read and the other has not.
     for_guaranteed, for_regular = itertools.tee(facts if include_facts else ())
     special = frozenset(guaranteed_categories)
-    guaranteed_pool = _lines(f for f in for_guaranteed if f.category in special)
-    regular_pool = _lines(f for f in for_regular if f.category not in special)
 
     facts_opening = header_cost(_FACTS_HEADER)
     guaranteed, spent = _fit(
-        guaranteed_pool,
+        _FACTS_HEADER,
+        _lines(for_guaranteed, special, True),
         min(facts_opening + guaranteed_token_budget, max_tokens),
         count_tokens,
         facts_opening,
     )
     left = max_tokens - spent
-    user, spent = _fit(user_pool, left, count_tokens, header_cost(_USER_HEADER))
+    user, spent = _fit(_USER_HEADER, user_pool, left, count_tokens, header_cost(_USER_HEADER))
     left -= spent
-    history: list[str] = []
-    if len(user) == len(user_pool):
-        history, spent = _fit(history_pool, left, count_tokens, header_cost(_HISTORY_HEADER))
+    history = _Section(_HISTORY_HEADER)
+    if len(user.lines) == len(user_pool):
+        history, spent = _fit(
+            _HISTORY_HEADER, history_pool, left, count_tokens, header_cost(_HISTORY_HEADER)
+        )
         left -= spent
-    regular, _ = _fit(regular_pool, left, count_tokens, 0 if guaranteed else facts_opening)
+    regular, _ = _fit(
+        _FACTS_HEADER,
+        _lines(for_regular, special, False),
+        left,
+        count_tokens,
+        0 if guaranteed.lines else facts_opening,
+    )
 
-    sections = [
-        (_USER_HEADER, user),
-        (_HISTORY_HEADER, history),
-        (_FACTS_HEADER, guaranteed + regular),
-    ]
+    sections = [user, history, guaranteed.extend(regular)]
     # Per-line costs need not add up (see the module docstring): trim until the bound holds.
-    while (
-        any(lines for _, lines in sections)
-        and sum(map(count_tokens, _pieces(sections))) > max_tokens
-    ):
-        next(lines for _, lines in reversed(sections) if lines).pop()
+    while (shown := [s for s in sections if s.lines]) and _counted(
+        shown, count_tokens
+    ) > max_tokens:
+        shown[-1].lines.pop()
+        shown[-1].costs.pop()
     return _render(sections)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import logging
+import operator
 import sqlite3
 import threading
 import uuid
@@ -81,6 +82,7 @@ if TYPE_CHECKING:
 __all__ = ["DeerMemMemoryManager"]
 
 logger = logging.getLogger(__name__)
+_FACT: Final = operator.attrgetter("fact")  # a context entry's fact, read in C
 
 # Snapshot-derived writes (create with capacity, clear, import, revert) recompute on conflict.
 MAX_ATTEMPTS: Final = 5
@@ -267,7 +269,7 @@ class DeerMemMemoryManager(MemoryManager):
             )
         text = format_context(
             snapshot.summaries,
-            (entry.fact for entry in entries),
+            map(_FACT, entries),
             max_tokens=self._config.max_injection_tokens,
             guaranteed_categories=self._config.guaranteed_categories,
             guaranteed_token_budget=self._config.guaranteed_token_budget,
