@@ -64,21 +64,28 @@ def test_reading_memory_does_not_load_langchain() -> None:
 def test_a_cold_read_imports_only_what_reading_needs(tmp_path: Path) -> None:
     """A cold start's first get_context pays for every import: writes, asyncio, the host's config,
     the tokenizer (when the store knows its lines' counts) and PyYAML (for the fact files DeerMem
-    wrote) stay out of a process that reads."""
+    wrote) stay out of a process that reads; the retrieval index and query ranking stay out of
+    it, and the index file unopened, until it searches."""
     from deerflow.agents.memory.backends.deermem import DeerMemMemoryManager
 
     writer = DeerMemMemoryManager.from_config({"storage_path": str(tmp_path)})
     writer.create_fact("likes tea", user_id="u")
     expected = writer.get_context("u")
     writer.close()
+    index = tmp_path / ".retrieval" / "index.sqlite3"
+    index.unlink()
     code = (
-        "import sys\n"
+        "import os, sys\n"
         "from deerflow.agents.memory.backends.deermem import DeerMemMemoryManager\n"
         f"m = DeerMemMemoryManager.from_config({{'storage_path': {str(tmp_path)!r}}})\n"
         "print(repr(m.get_context('u')))\n"
+        "inner = 'deerflow.agents.memory.backends.deermem.deermem.'\n"
+        "searching = ('core.index', 'core.lexical', 'core.vectors', 'ranking', 'fusion')\n"
+        "print(sorted(n.removeprefix(inner) for n in sys.modules\n"
+        "             if n.removeprefix(inner) in searching))\n"
+        f"print(os.path.exists({str(index)!r}))\n"
         "m.search('tea', user_id='u')\n"
         "m.close()\n"
-        "inner = 'deerflow.agents.memory.backends.deermem.deermem.'\n"
         "unwanted = ('asyncio', 'deerflow.config', 'tiktoken', 'langchain_core', 'yaml',\n"
         "            'frontmatter')\n"
         "print(sorted(n.removeprefix(inner) for n in sys.modules\n"
@@ -86,7 +93,7 @@ def test_a_cold_read_imports_only_what_reading_needs(tmp_path: Path) -> None:
         "             or n.removeprefix(inner) in ('audit', 'history', 'imports', 'core.scrub')))\n"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert out.stdout.splitlines() == [repr(expected), "[]"]
+    assert out.stdout.splitlines() == [repr(expected), "[]", "False", "[]"]
 
 
 def test_the_default_config_never_loads_numpy_or_model2vec(tmp_path: Path) -> None:

@@ -237,8 +237,8 @@ def test_turning_embeddings_on_later_or_off_and_on_never_leaves_stale_vectors(
     hybrid.close()
 
     plain = DeerMemMemoryManager.from_config({"storage_path": str(tmp_path)})
-    assert stored_vectors(tmp_path) == {}  # opened without a model: vectors would go stale
     plain.update_fact(fact_id, content="Drinks green tea every morning", user_id="u")
+    assert stored_vectors(tmp_path) == {}  # index opened without a model: vectors would go stale
     plain.close()
 
     hybrid = make(tmp_path)

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from deerflow.agents.memory.backends.deermem.deermem.context import rank_for_query
 from deerflow.agents.memory.backends.deermem.deermem.governance import tokenize
+from deerflow.agents.memory.backends.deermem.deermem.ranking import rank_for_query
 
 Fact = tuple[str, float]
 

@@ -46,10 +46,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Final
 
-# Re-exported: choosing which facts to inject (§5.7) belongs with formatting them.
-from deerflow.agents.memory.backends.deermem.deermem.ranking import rank_for_query
-
-__all__ = ["HISTORY_LABELS", "USER_LABELS", "ContextFact", "format_context", "rank_for_query"]
+__all__ = ["HISTORY_LABELS", "USER_LABELS", "ContextFact", "format_context"]
 
 # The section keys of memory.json (SPEC §5.2) and their labels in the injected text.
 USER_LABELS: Final = (

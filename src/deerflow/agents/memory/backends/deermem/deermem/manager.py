@@ -20,10 +20,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Final, Self, TypeVar
 from pydantic import PrivateAttr
 
 from deerflow.agents.memory.backends.deermem.deermem.config import DeerMemConfig, parse_config
-from deerflow.agents.memory.backends.deermem.deermem.context import (
-    format_context,
-    rank_for_query,
-)
+from deerflow.agents.memory.backends.deermem.deermem.context import format_context
 from deerflow.agents.memory.backends.deermem.deermem.core.changes import (
     ChangeSet,
     CommitResult,
@@ -33,11 +30,6 @@ from deerflow.agents.memory.backends.deermem.deermem.core.factfile import (
     public_fact,
     read_fact_file,
     render_fact,
-)
-from deerflow.agents.memory.backends.deermem.deermem.core.index import (
-    IndexCorruptionError,
-    IndexedFact,
-    RetrievalIndex,
 )
 from deerflow.agents.memory.backends.deermem.deermem.core.paths import (
     DEFAULT_USER,
@@ -52,7 +44,6 @@ from deerflow.agents.memory.backends.deermem.deermem.core.storage import (
 )
 from deerflow.agents.memory.backends.deermem.deermem.core.token_cache import TokenCache
 from deerflow.agents.memory.backends.deermem.deermem.core.tokens import TokenCounter
-from deerflow.agents.memory.backends.deermem.deermem.embeddings import Embedder, EmbeddingError
 from deerflow.agents.memory.backends.deermem.deermem.governance import (
     CapacityPolicy,
     capacity_evictions,
@@ -74,10 +65,16 @@ from deerflow.agents.memory.manager import (
 )
 
 if TYPE_CHECKING:
+    from deerflow.agents.memory.backends.deermem.deermem.core.index import (
+        IndexedFact,
+        RetrievalIndex,
+    )
+    from deerflow.agents.memory.backends.deermem.deermem.embeddings import Embedder
     from deerflow.agents.memory.backends.deermem.deermem.pipeline.writer import MemoryWriter
 
-# Modules only writes, history, audit or migration need are imported where they are used, so
-# that a process that only reads (a cold start's first get_context) does not import them.
+# Modules only writes, search, history, audit or migration need are imported where they are
+# used, so that a process that only reads (a cold start's first get_context) does not import
+# them, and the retrieval index is opened on first use.
 
 __all__ = ["DeerMemMemoryManager"]
 
@@ -100,7 +97,8 @@ class DeerMemMemoryManager(MemoryManager):
 
     _config: DeerMemConfig = PrivateAttr()
     _storage: MemoryStorage = PrivateAttr()
-    _index: RetrievalIndex = PrivateAttr()
+    _opened_index: RetrievalIndex | None = PrivateAttr(default=None)
+    _index_lock: threading.Lock = PrivateAttr(default_factory=threading.Lock)
     _embedder: Embedder | None = PrivateAttr(default=None)
     _tokens: TokenCounter = PrivateAttr()
     _views: RecordViews = PrivateAttr(default_factory=RecordViews)
@@ -135,19 +133,42 @@ class DeerMemMemoryManager(MemoryManager):
         self._storage = load_storage(self._config)
         self._embedder = None
         if self._config.retrieval_embeddings:
+            from deerflow.agents.memory.backends.deermem.deermem.embeddings import Embedder
+
             # Loaded now, not on the first search: importing numpy and reading the model hold
             # the GIL for a good part of a second, which would stall an event loop, and a
             # broken install should fail at start-up.
             self._embedder = Embedder()
             self._embedder.load()
-        self._index = _open_index(
-            Path(self._config.storage_path) / ".retrieval" / "index.sqlite3", self._embedder
-        )
         self._tokens = TokenCounter(
             cache=TokenCache(Path(self._config.storage_path) / ".retrieval" / "tokens.sqlite3")
         )
         self._usage = FactUsage(Path(self._config.storage_path))
         self._hooks = hooks
+
+    @property
+    def _index(self) -> RetrievalIndex:
+        """The retrieval index, opened on first use (an unreadable one is rebuilt, since the
+        fact files are the truth)."""
+        index = self._opened_index
+        if index is not None:
+            return index
+        from deerflow.agents.memory.backends.deermem.deermem.core.index import (
+            IndexCorruptionError,
+            RetrievalIndex,
+        )
+
+        with self._index_lock:
+            if self._opened_index is None:
+                path = Path(self._config.storage_path) / ".retrieval" / "index.sqlite3"
+                try:
+                    self._opened_index = RetrievalIndex(path, self._embedder)
+                except IndexCorruptionError:
+                    logger.warning(
+                        "retrieval index %s is unreadable; recreating it from the files", path
+                    )
+                    self._opened_index = RetrievalIndex.reset(path, self._embedder)
+            return self._opened_index
 
     @property
     def _writer(self) -> MemoryWriter:
@@ -252,6 +273,8 @@ class DeerMemMemoryManager(MemoryManager):
                 return cached[1]
         entries = self._views.by_confidence(snapshot)
         if relevant:
+            from deerflow.agents.memory.backends.deermem.deermem.ranking import rank_for_query
+
             similarities = self._query_similarities(snapshot, query or "")
             entries = rank_for_query(
                 entries,
@@ -621,14 +644,18 @@ class DeerMemMemoryManager(MemoryManager):
     # -- lifecycle -------------------------------------------------------------------------------
 
     def warm(self) -> bool:
-        """Load the tokenizer and start the write queue (conversations left by a crash run)."""
+        """Load the tokenizer, open the retrieval index and start the write queue
+        (conversations left by a crash run)."""
+        self._index  # noqa: B018 - opened here rather than by the first search
         self._writer.queue  # noqa: B018 - opening the queue starts its worker
         return self._tokens.load()
 
     def close(self) -> None:
         if self._built_writer is not None:
             self._built_writer.close()
-        self._index.close()
+        with self._index_lock:
+            if self._opened_index is not None:
+                self._opened_index.close()
         self._tokens.close()
 
     # -- internals -------------------------------------------------------------------------------
@@ -680,6 +707,8 @@ class DeerMemMemoryManager(MemoryManager):
         return result
 
     def _update_index(self, user_key: str, result: CommitResult) -> None:
+        from deerflow.agents.memory.backends.deermem.deermem.embeddings import EmbeddingError
+
         try:
             self._index.apply(
                 user_key,
@@ -714,21 +743,14 @@ class DeerMemMemoryManager(MemoryManager):
                 yield _indexed(record)
 
 
-def _open_index(path: Path, model: Embedder | None) -> RetrievalIndex:
-    """Open the index; an unreadable one is rebuilt, since the fact files are the truth."""
-    try:
-        return RetrievalIndex(path, model)
-    except IndexCorruptionError:
-        logger.warning("retrieval index %s is unreadable; recreating it from the files", path)
-        return RetrievalIndex.reset(path, model)
-
-
 def _agent(bucket: str) -> str | None:
     """The agent name that selects `bucket`."""
     return None if bucket == bucket_name(None) else bucket
 
 
 def _indexed(record: Mapping[str, Any]) -> IndexedFact:
+    from deerflow.agents.memory.backends.deermem.deermem.core.index import IndexedFact
+
     return IndexedFact(
         agent=record["agent_name"],
         fact_id=record["id"],
