@@ -162,8 +162,8 @@ class FactUsage:
             path = self.path(user_id, bucket)
             atomic_write(path, data)
             if path not in self._swept:
-                # Other processes write it without a shared lock: only their temp files are
-                # theirs to finish, and a write that loses its temp file loses one increment.
+                # Other processes write it without a shared lock, so only the temp files of
+                # writers that have ended go (one that loses its temp file loses an increment).
                 remove_stale_temps(path, only_of_ended_processes=True)
                 if len(self._swept) >= SWEPT_SIZE:
                     self._swept.clear()

@@ -7,14 +7,14 @@ extraction) for each item once it is due, one item at a time, in due order.
 Items. A key (thread, user, agent) has at most one pending normal item. Its turns are stored in
 chunks, one row per call that added some, so that a turn is serialised and written once: `extend`
 appends the turns that follow the key's cursor (the last turn queued, or else the watermark) and
-writes nothing else, which keeps a put of a long thread as cheap as one of a short thread. A chunk
-also keeps its last turn apart, so that finding the cursor does not parse a chunk that holds a
-whole thread. `put`
-hands the whole conversation instead and replaces the pending turns with those after the
-watermark (latest conversation wins), even while that item is being processed: the newer turns
-then stay, trimmed by the watermark the processing sets. Signals are unioned and the first put's
-time is kept either way. `put_now` items (the emergency flush before summarisation drops messages)
-are due at once, carry their turns whole, and neither replace nor are replaced by a normal item.
+writes nothing else, which keeps a put of a long thread as cheap as one of a short thread. `put`
+hands the whole conversation instead and replaces the pending turns with those after the watermark
+(latest conversation wins), even while that item is being processed: the newer turns then stay,
+trimmed by the watermark the processing sets. Signals are unioned and the first put's time is kept
+either way. `put_now` items (the emergency flush before summarisation drops messages) are due at
+once, carry their turns whole, and neither replace nor are replaced by a normal item. A chunk also
+keeps its last turn apart, so that finding the cursor does not parse a chunk that holds a whole
+thread.
 
 Schedule. A normal item is due `debounce_seconds` after its last put, but no later than
 `max_wait_seconds` after its first, so constant chatter cannot starve it. Due times are stored,
