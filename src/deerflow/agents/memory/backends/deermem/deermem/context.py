@@ -120,6 +120,7 @@ class _Section:
     costs: list[int] = field(default_factory=list)
 
     def extend(self, other: _Section) -> _Section:
+        """This section with `other`'s lines after its own (regular facts after guaranteed)."""
         self.lines += other.lines
         self.costs += other.costs
         return self
