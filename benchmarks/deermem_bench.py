@@ -325,6 +325,27 @@ def fsync_floor(workdir: Path, samples: int) -> dict[str, Any]:
     return summarize(times)
 
 
+def cpu_gauge(samples: int) -> dict[str, Any]:
+    """A fixed pure-Python workload (JSON round trip of 200 fact-like records, then sorting
+    them by a bytes key): how fast this CPU runs Python right now. Measured at the start and at
+    the end of a run, so that runs, and minutes of one run, can be read against each other."""
+    rng = random.Random("gauge")
+    records = [
+        {
+            "id": f"fact_{n:032x}",
+            "content": " ".join(f"word{rng.randrange(50)}" for _ in range(12)),
+            "confidence": rng.random(),
+        }
+        for n in range(200)
+    ]
+
+    def work(i: int) -> None:
+        loaded = json.loads(json.dumps(records))
+        loaded.sort(key=lambda r: r["content"].encode() + r["id"].encode())
+
+    return summarize(time_calls(samples, work))
+
+
 # -- stores ------------------------------------------------------------------------------------
 
 
@@ -1134,11 +1155,16 @@ def run(plan: Plan, workdir: Path, log: Log, parts: frozenset[str]) -> dict[str,
         raise SystemExit(f"{workdir}: {free_gb:.1f} GB free, the benchmark needs ~{need_gb:.1f}")
     sections: dict[str, Any] = {}
     machine = machine_info(workdir)
-    sections["baseline"] = {"fsync_write": fsync_floor(workdir, 200 if not plan.quick else 20)}
+    gauge_samples = 200 if not plan.quick else 20
+    sections["baseline"] = {
+        "fsync_write": fsync_floor(workdir, gauge_samples),
+        "cpu_gauge": cpu_gauge(gauge_samples),
+    }
     log(
         f"machine: {machine.get('nproc')} cpus, python {machine['python']}, "
         f"sqlite {machine['sqlite']}; fsync floor p50 "
-        f"{sections['baseline']['fsync_write']['p50']:.3f} ms"
+        f"{sections['baseline']['fsync_write']['p50']:.3f} ms, CPU gauge p50 "
+        f"{sections['baseline']['cpu_gauge']['p50']:.3f} ms"
     )
 
     ingest_report: dict[str, Any] = {}
@@ -1185,6 +1211,8 @@ def run(plan: Plan, workdir: Path, log: Log, parts: frozenset[str]) -> dict[str,
         }
         sections["index_update"] = {str(s["facts"]): s["updates"] for s in stores.values()}
         sections["reindex"] = largest["reindex"] | {"store_facts": largest["facts"]}
+    sections["baseline"]["cpu_gauge_end"] = cpu_gauge(gauge_samples)
+    log(f"CPU gauge p50 at the end {sections['baseline']['cpu_gauge_end']['p50']:.3f} ms")
     return {
         "schema": 1,
         "benchmark": "deermem",

@@ -671,6 +671,14 @@ def markdown(results: dict[str, Any]) -> str:
         if table:  # a run with --only may lack the section
             lines += ["", header, "|" + "---|" * header.count(" | ") + "---|"]
             lines += ["| " + " | ".join(_nbsp(cell) for cell in cells) + " |" for cells in table]
+    baseline = results["sections"].get("baseline", {})
+    if "cpu_gauge" in baseline:
+        lines += [
+            "",
+            f"The machine during this run: fsync floor p50 {baseline['fsync_write']['p50']:.3f}"
+            f" ms; CPU gauge p50 {baseline['cpu_gauge']['p50']:.3f} ms at the start,"
+            f" {baseline['cpu_gauge_end']['p50']:.3f} ms at the end (`cpu_gauge`).",
+        ]
     lines += ["", "| target | measured | met | detail |", "|---|---|---|---|"]
     for target in results["targets"]:
         unit = "" if target["unit"] == "x" else f" {target['unit']}"

@@ -64,6 +64,8 @@ def test_quick_benchmark_writes_every_section(tmp_path: Path) -> None:
     s = results["sections"]
 
     assert_stats(s["baseline"]["fsync_write"])
+    assert_stats(s["baseline"]["cpu_gauge"])
+    assert_stats(s["baseline"]["cpu_gauge_end"])
     create = s["create_fact"]
     assert create["final_bucket_size"] == results["plan"]["max_facts"]
     assert "create_fact/full" in create["rows"]
@@ -127,7 +129,9 @@ def test_quick_benchmark_writes_every_section(tmp_path: Path) -> None:
 
     assert results["rows"]
     assert all(isinstance(target["met"], bool) for target in results["targets"])
-    assert (tmp_path / "deermem.md").read_text().startswith("| measurement")
+    report = (tmp_path / "deermem.md").read_text()
+    assert report.startswith("| measurement")
+    assert "CPU gauge p50" in report
     if chart:
         assert (tmp_path / "deermem.png").stat().st_size > 0
     assert not list(tmp_path.glob("deermem-bench-*")), "the temporary stores were not removed"
