@@ -12,7 +12,7 @@ import operator
 import sqlite3
 import threading
 import uuid
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Final, Self, TypeVar
@@ -546,12 +546,14 @@ class DeerMemMemoryManager(MemoryManager):
         Raises:
             MemoryUnsupportedError: the storage cannot list its users.
         """
+        from deerflow.agents.memory.backends.deermem.deermem.core.index import IndexedFact
+
         storage = self._file_storage("reindex")
 
         def users() -> Iterator[tuple[str, int, Iterator[IndexedFact]]]:
             for user_id in storage.user_ids():
                 revision, records = storage.scan(user_id)
-                yield safe_user_id(user_id), revision, map(_indexed, records)
+                yield safe_user_id(user_id), revision, map(IndexedFact.from_record, records)
 
         return self._index.rebuild(users(), progress=progress)
 
@@ -707,13 +709,14 @@ class DeerMemMemoryManager(MemoryManager):
         return result
 
     def _update_index(self, user_key: str, result: CommitResult) -> None:
+        from deerflow.agents.memory.backends.deermem.deermem.core.index import IndexedFact
         from deerflow.agents.memory.backends.deermem.deermem.embeddings import EmbeddingError
 
         try:
             self._index.apply(
                 user_key,
                 result.revision,
-                [_indexed(record) for record in result.upserted],
+                [IndexedFact.from_record(record) for record in result.upserted],
                 list(result.deleted),
             )
         except (sqlite3.Error, EmbeddingError):
@@ -738,34 +741,13 @@ class DeerMemMemoryManager(MemoryManager):
         self._index.replace_user(user_key, snapshot.revision, self._user_facts(snapshot))
 
     def _user_facts(self, snapshot: MemorySnapshot) -> Iterator[IndexedFact]:
+        from deerflow.agents.memory.backends.deermem.deermem.core.index import IndexedFact
+
         for bucket in snapshot.buckets:
-            for record in self._storage.load(snapshot.user_id, _agent(bucket)).facts.values():
-                yield _indexed(record)
+            records = self._storage.load(snapshot.user_id, _agent(bucket)).facts.values()
+            yield from map(IndexedFact.from_record, records)
 
 
 def _agent(bucket: str) -> str | None:
     """The agent name that selects `bucket`."""
     return None if bucket == bucket_name(None) else bucket
-
-
-def _indexed(record: Mapping[str, Any]) -> IndexedFact:
-    from deerflow.agents.memory.backends.deermem.deermem.core.index import IndexedFact
-
-    return IndexedFact(
-        agent=record["agent_name"],
-        fact_id=record["id"],
-        content=record["content"],
-        category=record["category"],
-        confidence=float(record["confidence"]),
-        updated_at=str(record.get("updatedAt", "")),
-        event_time=record.get("event_time") if isinstance(record.get("event_time"), str) else None,
-        thread=_thread_of(record),
-        created_at=str(record.get("createdAt", "")),
-    )
-
-
-def _thread_of(record: Mapping[str, Any]) -> str | None:
-    """The conversation thread the fact came from, if its `source` names one."""
-    source = record.get("source")
-    thread = source.get("threadId") if isinstance(source, Mapping) else None
-    return thread if isinstance(thread, str) and thread else None

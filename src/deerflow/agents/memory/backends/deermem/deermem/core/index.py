@@ -38,12 +38,12 @@ import itertools
 import sqlite3
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Final
+from typing import Any, Final
 
 from deerflow.agents.memory.backends.deermem.deermem.core.fts_query import (
     STOP_WORDS,
@@ -155,6 +155,24 @@ class IndexedFact:
     event_time: str | None = None
     thread: str | None = None  # the conversation it came from (`source.threadId`)
     created_at: str = ""  # orders the facts of a thread
+
+    @classmethod
+    def from_record(cls, record: Mapping[str, Any]) -> IndexedFact:
+        """The index's part of a stored fact record (its front matter keys and `content`)."""
+        source = record.get("source")
+        thread = source.get("threadId") if isinstance(source, Mapping) else None
+        event_time = record.get("event_time")
+        return cls(
+            agent=record["agent_name"],
+            fact_id=record["id"],
+            content=record["content"],
+            category=record["category"],
+            confidence=float(record["confidence"]),
+            updated_at=str(record.get("updatedAt", "")),
+            event_time=event_time if isinstance(event_time, str) else None,
+            thread=thread if isinstance(thread, str) and thread else None,
+            created_at=str(record.get("createdAt", "")),
+        )
 
 
 @dataclass(slots=True)
