@@ -20,6 +20,7 @@ from typing import Any
 
 import pytest
 
+from deerflow.agents.memory.backends.deermem.deermem.core.sqlite import apply_migrations
 from deerflow.agents.memory.backends.deermem.deermem.pipeline.queue import (
     MIGRATIONS,
     DurableQueue,
@@ -506,10 +507,7 @@ def test_items_of_a_journal_written_before_turns_were_chunked_are_kept(
 ) -> None:
     journal.parent.mkdir(parents=True)
     with closing(sqlite3.connect(journal, isolation_level=None)) as conn:
-        conn.execute("CREATE TABLE migrations (version INTEGER PRIMARY KEY)")
-        for statement in MIGRATIONS[0]:
-            conn.execute(statement)
-        conn.execute("INSERT INTO migrations (version) VALUES (1)")
+        apply_migrations(conn, MIGRATIONS[:1])
         conn.execute(
             "INSERT INTO items (key, user_id, urgent, turns, signals, first_at, last_at, due_at)"
             " VALUES (?, 'alice', 0, ?, '[\"goal\"]', 0, 0, 0)",
@@ -530,11 +528,7 @@ def test_chunks_written_before_the_cursor_column_keep_their_cursor(
     writes afterwards (without it) still gives the key's cursor."""
     journal.parent.mkdir(parents=True)
     with closing(sqlite3.connect(journal, isolation_level=None)) as conn:
-        conn.execute("CREATE TABLE migrations (version INTEGER PRIMARY KEY)")
-        for version, statements in enumerate(MIGRATIONS[:2], 1):
-            for statement in statements:
-                conn.execute(statement)
-            conn.execute("INSERT INTO migrations (version) VALUES (?)", (version,))
+        apply_migrations(conn, MIGRATIONS[:2])
         conn.execute(
             "INSERT INTO items (key, user_id, urgent, signals, first_at, last_at, due_at)"
             " VALUES (?, 'alice', 0, '[]', 0, 0, 0)",
