@@ -681,7 +681,7 @@ def bench_cold_start(plan: Plan, root: Path, log: Log) -> dict[str, Any]:
     parts = ("interpreter_ms", "import_ms", "construct_ms", "warm_ms", "first_get_context_ms")
     for size in plan.context_sizes:
         for warm in (False, True):
-            cold_start_once(root, f"ctx{size}", warm)  # throw-away: .pyc, page cache, index file
+            cold_start_once(root, f"ctx{size}", warm)  # throw-away: .pyc, page cache, kept records
             runs = [cold_start_once(root, f"ctx{size}", warm) for _ in range(plan.cold_runs)]
             totals = [run["total_ms"] for run in runs]
             result.setdefault("runs", {})[f"{size}{'/warm' if warm else ''}"] = {

@@ -659,6 +659,7 @@ class DeerMemMemoryManager(MemoryManager):
             if self._opened_index is not None:
                 self._opened_index.close()
         self._tokens.close()
+        self._storage.close()
 
     # -- internals -------------------------------------------------------------------------------
 

@@ -19,6 +19,7 @@ __all__ = [
     "atomic_write",
     "fsync_dir",
     "read_file",
+    "read_file_and_stat",
     "remove_stale_temps",
     "truncate_torn_tail",
     "write_all",
@@ -67,12 +68,27 @@ def read_file(path: str | Path) -> bytes:
     `open(path, "rb").read()`, which a reindex of 10^5 fact files notices."""
     fd = os.open(path, os.O_RDONLY)
     try:
-        chunks = []
-        while chunk := os.read(fd, _READ_CHUNK):
-            chunks.append(chunk)
-        return b"".join(chunks)
+        return _read_all(fd)
     finally:
         os.close(fd)
+
+
+def read_file_and_stat(path: str | Path) -> tuple[bytes, os.stat_result]:
+    """The whole file, and its status taken before the read: a change made while it is read
+    makes a later `os.stat` differ from this one."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        status = os.fstat(fd)
+        return _read_all(fd), status
+    finally:
+        os.close(fd)
+
+
+def _read_all(fd: int) -> bytes:
+    chunks = []
+    while chunk := os.read(fd, _READ_CHUNK):
+        chunks.append(chunk)
+    return b"".join(chunks)
 
 
 def atomic_write(path: Path, data: bytes) -> None:

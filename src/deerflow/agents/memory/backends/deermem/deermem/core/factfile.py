@@ -83,7 +83,8 @@ def render_fact(record: dict[str, Any]) -> bytes:
 
 
 def parse_fact(data: bytes, path: str | Path, *, user_id: str, bucket: str) -> dict[str, Any]:
-    """The stored record of a fact file.
+    """The stored record of a fact file. Kept by `record_cache` for new processes: a change of
+    what this returns for the same bytes must change `record_cache.FORMAT`.
 
     Raises:
         MemoryCorruptionError: unreadable front matter, or an id, scope, category or confidence

@@ -19,7 +19,11 @@ from pathlib import Path
 from typing import Any, Final
 
 from deerflow.agents.memory.backends.deermem.deermem.config import DeerMemConfig
-from deerflow.agents.memory.backends.deermem.deermem.core.atomic import SyncBatch, read_file
+from deerflow.agents.memory.backends.deermem.deermem.core.atomic import (
+    SyncBatch,
+    read_file,
+    read_file_and_stat,
+)
 from deerflow.agents.memory.backends.deermem.deermem.core.changes import (
     ChangeSet,
     CommitResult,
@@ -39,6 +43,11 @@ from deerflow.agents.memory.backends.deermem.deermem.core.paths import (
     bucket_name,
     safe_user_id,
     user_paths,
+)
+from deerflow.agents.memory.backends.deermem.deermem.core.record_cache import (
+    KeptRecord,
+    RecordCache,
+    signature,
 )
 from deerflow.agents.memory.backends.deermem.deermem.migrate import (
     migrate_if_needed,
@@ -94,6 +103,9 @@ class MemoryStorage(ABC):
         """Every audit entry of the user, oldest first."""
         raise MemoryUnsupportedError(type(self).__name__, "read_history")
 
+    def close(self) -> None:  # noqa: B027 (optional: a storage holding nothing open keeps it)
+        """Release what the storage holds open; it is not used afterwards."""
+
     def load_facts(
         self, user_id: str | None, agent_name: str | None, fact_ids: Iterable[str]
     ) -> tuple[int, dict[str, Mapping[str, Any]]]:
@@ -140,6 +152,8 @@ class FileMemoryStorage(MemoryStorage):
         # Each user's memory.json as last parsed or written: the same bytes are not parsed
         # again (a create reads them three times). Shared by snapshots, so never changed.
         self._manifests: dict[str, _Manifest] = {}
+        # Parsed fact files kept for the next process's first read of a bucket.
+        self._records = RecordCache(self.root / ".retrieval" / "records.sqlite3")
 
     # -- reading -------------------------------------------------------------------------------
 
@@ -150,18 +164,30 @@ class FileMemoryStorage(MemoryStorage):
         cached = self._buckets.get((paths.user_key, bucket))
         if cached is not None and cached.manifest == manifest.raw:
             return self._snapshot(paths, raw_user, bucket, manifest, cached)
-        return self.reload(user_id, agent_name)
+        return self._read_whole(paths, raw_user, bucket, use_kept=True)
 
     def reload(self, user_id: str | None, agent_name: str | None) -> MemorySnapshot:
         paths, raw_user, bucket = self._scope(user_id, agent_name)
         migrate_if_needed(self, raw_user)
+        return self._read_whole(paths, raw_user, bucket, use_kept=False)
+
+    def close(self) -> None:
+        self._records.close()
+
+    def _read_whole(
+        self, paths: UserPaths, raw_user: str, bucket: str, *, use_kept: bool
+    ) -> MemorySnapshot:
         with self._lock(paths).hold():
             manifest = self._recovered_manifest(paths)
-            read = _Bucket(manifest.raw, self._read_bucket(paths, raw_user, bucket))
+            facts, to_keep = self._read_kept(paths, raw_user, bucket, use_kept)
+            read = _Bucket(manifest.raw, facts)
             self._buckets[(paths.user_key, bucket)] = read
             self._singles.pop((paths.user_key, bucket), None)
             self._bucket_names.pop(paths.user_key, None)
-            return self._snapshot(paths, raw_user, bucket, manifest, read)
+            snapshot = self._snapshot(paths, raw_user, bucket, manifest, read)
+        if to_keep is not None:  # the files' signatures make it valid without the lock
+            self._records.put(paths.user_key, bucket, to_keep)
+        return snapshot
 
     def load_facts(
         self, user_id: str | None, agent_name: str | None, fact_ids: Iterable[str]
@@ -301,6 +327,33 @@ class FileMemoryStorage(MemoryStorage):
             record = parse_fact(read_file(path), path, user_id=raw_user, bucket=bucket)
             facts[record["id"]] = record
         return facts
+
+    def _read_kept(
+        self, paths: UserPaths, raw_user: str, bucket: str, use_kept: bool
+    ) -> tuple[dict[str, Any], dict[str, KeptRecord] | None]:
+        """The bucket's facts, as `_read_bucket` reads them, and what to keep of them for the
+        next process (None: what is kept is already that; see `record_cache`). With `use_kept`,
+        the records kept of files unchanged since are taken rather than parsed: a first read of
+        500 facts in about half the time."""
+        facts_dir = paths.facts_dir(bucket)
+        below = len(str(facts_dir)) + 1
+        kept = self._records.get(paths.user_key, bucket) if use_kept else {}
+        read: dict[str, KeptRecord] = {}
+        facts: dict[str, Any] = {}
+        for path in _fact_files(facts_dir):
+            name = path[below:]
+            entry = kept.get(name)
+            if (
+                entry is None
+                or signature(os.stat(path)) != entry.signature
+                or entry.record.get("id") != os.path.basename(name)[:-3]  # only in a bad row
+            ):
+                data, status = read_file_and_stat(path)
+                record = parse_fact(data, path, user_id=raw_user, bucket=bucket)
+                entry = KeptRecord(signature(status), record)
+            read[name] = entry
+            facts[entry.record["id"]] = entry.record
+        return facts, None if read == kept else read
 
     def _snapshot(
         self,

@@ -16,26 +16,21 @@ means the line is counted again later.
 from __future__ import annotations
 
 import hashlib
-import logging
 import sqlite3
-import threading
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Final
 
 from deerflow.agents.memory.backends.deermem.deermem.core.sqlite import (
-    apply_migrations,
+    DerivedDatabase,
     immediate_transaction,
 )
 
 __all__ = ["LineCounts", "TokenCache", "line_key"]
 
-logger = logging.getLogger(__name__)
-
 LineCounts = tuple[int, int, int]
 """Tokens of a line alone, followed by "\\n", and followed by "\\n\\n"."""
 
-_BUSY_TIMEOUT_S: Final = 1.0  # a write that waits longer turns the cache off
 MIGRATIONS: Final[tuple[tuple[str, ...], ...]] = (
     (
         "CREATE TABLE cl100k_lines (digest BLOB PRIMARY KEY, alone INTEGER NOT NULL,"
@@ -58,94 +53,35 @@ class TokenCache:
 
     def __init__(self, path: Path) -> None:
         self.path = path
-        self._lock = threading.Lock()
-        self._conn: sqlite3.Connection | None = None
-        self._off = False
+        self._db = DerivedDatabase(
+            path, MIGRATIONS, "token count cache", "counting with the encoding instead"
+        )
 
     def get(self, line: str) -> LineCounts | None:
         """The stored counts of `line`, or None when unknown."""
-        with self._lock:
-            conn = self._usable()
-            if conn is None:
-                return None
-            try:
-                row = conn.execute(
-                    "SELECT alone, newline, blank FROM cl100k_lines WHERE digest = ?",
-                    (line_key(line),),
-                ).fetchone()
-            except sqlite3.Error:
-                self._turn_off()
-                return None
+        row = self._db.run(
+            lambda conn: conn.execute(
+                "SELECT alone, newline, blank FROM cl100k_lines WHERE digest = ?",
+                (line_key(line),),
+            ).fetchone()
+        )
         return None if row is None else (row[0], row[1], row[2])
 
     def put(self, counts: Mapping[str, LineCounts]) -> None:
         """Store counts made by the real encoding (lines already stored are left as they are)."""
         rows = [(line_key(line), *values) for line, values in counts.items()]
-        with self._lock:
-            conn = self._usable()
-            if conn is None or not rows:
-                return
-            try:
-                with immediate_transaction(conn):
-                    conn.executemany(
-                        "INSERT OR IGNORE INTO cl100k_lines (digest, alone, newline, blank)"
-                        " VALUES (?, ?, ?, ?)",
-                        rows,
-                    )
-            except sqlite3.Error:
-                self._turn_off()
+        if not rows:
+            return
+
+        def insert(conn: sqlite3.Connection) -> None:
+            with immediate_transaction(conn):
+                conn.executemany(
+                    "INSERT OR IGNORE INTO cl100k_lines (digest, alone, newline, blank)"
+                    " VALUES (?, ?, ?, ?)",
+                    rows,
+                )
+
+        self._db.run(insert)
 
     def close(self) -> None:
-        with self._lock:
-            if self._conn is not None:
-                self._conn.close()
-                self._conn = None
-
-    def _usable(self) -> sqlite3.Connection | None:
-        """The connection, opened on first use; None once the cache is off. Hold the lock."""
-        if self._conn is None and not self._off:
-            try:
-                self._conn = _open(self.path)
-            except (sqlite3.Error, OSError):
-                self._turn_off()
-        return self._conn
-
-    def _turn_off(self) -> None:
-        logger.warning(
-            "token count cache %s failed; counting with the encoding instead",
-            self.path,
-            exc_info=True,
-        )
-        self._off = True
-        if self._conn is not None:
-            self._conn.close()
-            self._conn = None
-
-
-def _open(path: Path) -> sqlite3.Connection:
-    """Open the file, recreating it when it is not a readable database."""
-    try:
-        return _connect(path)
-    except sqlite3.DatabaseError as exc:
-        if exc.sqlite_errorcode not in (sqlite3.SQLITE_CORRUPT, sqlite3.SQLITE_NOTADB):
-            raise
-    logger.warning("token count cache %s unreadable; recreating it", path)
-    for suffix in ("", "-wal", "-shm"):
-        Path(f"{path}{suffix}").unlink(missing_ok=True)
-    return _connect(path)
-
-
-def _connect(path: Path) -> sqlite3.Connection:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    conn = sqlite3.connect(
-        path, timeout=_BUSY_TIMEOUT_S, isolation_level=None, check_same_thread=False
-    )
-    try:
-        conn.execute("PRAGMA journal_mode=WAL")
-        conn.execute("PRAGMA synchronous=NORMAL")  # derived data: a lost row is counted again
-        with immediate_transaction(conn):
-            apply_migrations(conn, MIGRATIONS)
-    except BaseException:
-        conn.close()
-        raise
-    return conn
+        self._db.close()
