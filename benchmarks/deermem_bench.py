@@ -1004,52 +1004,86 @@ def extra_facts(plan: Plan, manager: DeerMemMemoryManager) -> list:
     return [f for f in fresh if normalized(f.content) not in held][: plan.update_samples]
 
 
-def bench_updates(plan: Plan, manager: DeerMemMemoryManager) -> dict[str, Any]:
-    """create_fact of the probe user (timed, with components), each deleted again untimed."""
-    facts = extra_facts(plan, manager)
-    spent = instrument(manager)
-    totals: list[float] = []
-    parts: list[dict[str, float]] = []
-    for fact in facts:
+def taking_turns(sizes: list[int], rounds: int) -> Iterator[tuple[int, int]]:
+    """`(round, size)`: every size once per round, the first of a round moving on each time."""
+    for n in range(rounds):
+        for k in range(len(sizes)):
+            yield n, sizes[(n + k) % len(sizes)]
+
+
+def bench_updates(plan: Plan, roots: dict[int, Path]) -> dict[str, dict[str, Any]]:
+    """Per store (by facts held): create_fact of the probe user, then `RetrievalIndex.apply` on
+    a copy of the store's index; each new fact deleted again, untimed.
+
+    The stores take turns call by call, so that "an update costs the same at 10^2 and 10^5 rows"
+    compares sizes measured in the same minutes. Measured one store after another, minutes
+    apart, a slow phase of this VM moved one size's p50 by 1.4-1.7x.
+    """
+    sizes = sorted(roots)
+    managers = {size: open_manager(roots[size], plan) for size in sizes}
+    facts = {size: extra_facts(plan, managers[size]) for size in sizes}
+    spent = {size: instrument(managers[size]) for size in sizes}
+    totals: dict[int, list[float]] = {size: [] for size in sizes}
+    parts: dict[int, list[dict[str, float]]] = {size: [] for size in sizes}
+    for n, size in taking_turns(sizes, plan.update_samples):
+        manager, fact = managers[size], facts[size][n]
         start = time.perf_counter()
         _, fact_id = manager.create_fact(
             fact.content, fact.category, fact.confidence, user_id=PROBE_USER
         )
-        totals.append((time.perf_counter() - start) * 1000)
-        parts.append(spent.take())
+        totals[size].append((time.perf_counter() - start) * 1000)
+        parts[size].append(spent[size].take())
         assert fact_id is not None
         manager.delete_fact(fact_id, user_id=PROBE_USER)
-        spent.take()
-    spent.restore()
-    return {
-        "create_fact": summarize(totals),
-        "index_apply_inside_create_fact": summarize([p.get("index.apply", 0.0) for p in parts]),
-        "components_p50": component_medians(parts, totals),
+        spent[size].take()
+    for size in sizes:
+        spent[size].restore()
+        managers[size].close()
+    result = {
+        str(size): {
+            "create_fact": summarize(totals[size]),
+            "index_apply_inside_create_fact": summarize(
+                [p.get("index.apply", 0.0) for p in parts[size]]
+            ),
+            "components_p50": component_medians(parts[size], totals[size]),
+        }
+        for size in sizes
     }
+    for size, bare in bare_apply(plan, roots).items():
+        result[str(size)] |= bare
+    return result
 
 
-def bare_apply(plan: Plan, index_path: Path) -> dict[str, Any]:
-    """RetrievalIndex.apply of one new fact to the probe user (timed), then its delete (untimed)."""
-    index = RetrievalIndex(index_path)
-    revision = index.indexed_revision(safe_user_id(PROBE_USER))
-    if revision is None:
-        raise RuntimeError("probe user is not indexed")
+def bare_apply(plan: Plan, roots: dict[int, Path]) -> dict[int, dict[str, Any]]:
+    """RetrievalIndex.apply of one new fact to the probe user in a copy of each store's index
+    (timed), then its delete (untimed); the stores taking turns as in `bench_updates`."""
+    sizes = sorted(roots)
+    indexes = {
+        size: RetrievalIndex(copy_index(root, root.parent / f"bare-apply-{root.name}"))
+        for size, root in roots.items()
+    }
     facts = unique_facts(random.Random("bare"), plan.update_samples, first_id=88 * 10**9)
-    state = {"revision": revision}
-
-    def upsert(i: int) -> None:
-        state["revision"] += 1
-        index.apply(PROBE_USER, state["revision"], [facts[i]], [])
-
-    def remove(i: int) -> None:
-        if i:
-            state["revision"] += 1
-            index.apply(PROBE_USER, state["revision"], [], [(AGENT, facts[i - 1].fact_id)])
-
-    times = time_calls(len(facts), upsert, before=remove)
-    (rows,) = index._conn.execute("SELECT count(*) FROM facts").fetchone()
-    index.close()
-    return {"apply": summarize(times), "rows_after": rows}
+    revisions = {}
+    for size, index in indexes.items():
+        revision = index.indexed_revision(safe_user_id(PROBE_USER))
+        if revision is None:
+            raise RuntimeError(f"probe user is not indexed in the {size}-fact store")
+        revisions[size] = revision
+    times: dict[int, list[float]] = {size: [] for size in sizes}
+    for n, size in taking_turns(sizes, plan.update_samples):
+        index = indexes[size]
+        revisions[size] += 1
+        start = time.perf_counter()
+        index.apply(PROBE_USER, revisions[size], [facts[n]], [])
+        times[size].append((time.perf_counter() - start) * 1000)
+        revisions[size] += 1
+        index.apply(PROBE_USER, revisions[size], [], [(AGENT, facts[n].fact_id)])
+    result = {}
+    for size, index in indexes.items():
+        (rows,) = index._conn.execute("SELECT count(*) FROM facts").fetchone()
+        index.close()
+        result[size] = {"apply": summarize(times[size]), "index_rows": rows}
+    return result
 
 
 def bench_store(plan: Plan, root: Path, others: int, largest: bool, log: Log) -> dict[str, Any]:
@@ -1120,11 +1154,7 @@ def bench_store(plan: Plan, root: Path, others: int, largest: bool, log: Log) ->
         fresh = [u for u in spread_users if u not in touched][: plan.first_touch_users]
         times = time_calls(len(fresh), lambda i: manager.get_context(fresh[i]))
         result["get_context_first_load"] = summarize(times)
-    result["updates"] = bench_updates(plan, manager)
     manager.close()
-    copy = copy_index(root, root.parent / f"bare-apply-{others}")
-    result["updates"] |= bare_apply(plan, copy)
-    result["index_rows"] = result["updates"]["rows_after"]
     log(
         f"store +{others}: probe search p50 {result['probe']['search']['p50']:.3f} ms"
         + (f", spread pass2 p99 {result['spread']['pass2']['p99']:.3f} ms" if spread_users else "")
@@ -1204,10 +1234,12 @@ def run(plan: Plan, workdir: Path, log: Log, parts: frozenset[str]) -> dict[str,
                 plan, workdir / f"store-{others}", others, others == max(plan.others), log
             )
         largest = stores[str(max(plan.others))]
-        sections.setdefault("search", {})["stores"] = {
-            key: {k: v for k, v in s.items() if k != "updates"} for key, s in stores.items()
-        }
-        sections["index_update"] = {str(s["facts"]): s["updates"] for s in stores.values()}
+        sections["index_update"] = bench_updates(
+            plan, {s["facts"]: workdir / f"store-{s['others']}" for s in stores.values()}
+        )
+        for store in stores.values():
+            store["index_rows"] = sections["index_update"][str(store["facts"])]["index_rows"]
+        sections.setdefault("search", {})["stores"] = stores
         sections["reindex"] = largest["reindex"] | {"store_facts": largest["facts"]}
     if ingest_report:
         sections["ingest"] = ingest_report
