@@ -1197,6 +1197,12 @@ def run(plan: Plan, workdir: Path, log: Log, parts: frozenset[str]) -> dict[str,
         f"{sections['baseline']['cpu_gauge']['p50']:.3f} ms"
     )
 
+    # The gauge after each part (and each store): a part timed in a slow phase shows it.
+    gauges: dict[str, float] = {}
+
+    def gauge(after: str) -> None:
+        gauges[after] = cpu_gauge(gauge_samples)["p50"]
+
     ingest_report: dict[str, Any] = {}
     context_root = workdir / "context"
     if parts & {"cold_start", "get_context"}:
@@ -1208,15 +1214,19 @@ def run(plan: Plan, workdir: Path, log: Log, parts: frozenset[str]) -> dict[str,
         single = bench_single_search(plan, manager, sections["create_fact"]["user"], log)
         manager.close()
         sections["search"] = {"single_user": single}
-
+        gauge("create_fact")
     if "cold_start" in parts:
         sections["cold_start"] = bench_cold_start(plan, context_root, log)
+        gauge("cold_start")
     if "add" in parts:
         sections["add"] = bench_add(plan, workdir / "pipeline-add", log)
+        gauge("add")
     if "extraction" in parts:
         sections["extraction"] = bench_extraction(plan, workdir / "pipeline-extraction", log)
+        gauge("extraction")
     if "get_context" in parts:
         sections["get_context"] = bench_context(plan, context_root, log)
+        gauge("get_context")
 
     if "stores" in parts:
         # Written after the latency parts, so that none of them is timed while the disk is
@@ -1233,10 +1243,12 @@ def run(plan: Plan, workdir: Path, log: Log, parts: frozenset[str]) -> dict[str,
             stores[str(others)] = bench_store(
                 plan, workdir / f"store-{others}", others, others == max(plan.others), log
             )
+            gauge(f"store +{others}" + (" (with reindex)" if others == max(plan.others) else ""))
         largest = stores[str(max(plan.others))]
         sections["index_update"] = bench_updates(
             plan, {s["facts"]: workdir / f"store-{s['others']}" for s in stores.values()}
         )
+        gauge("index updates")
         for store in stores.values():
             store["index_rows"] = sections["index_update"][str(store["facts"])]["index_rows"]
         sections.setdefault("search", {})["stores"] = stores
@@ -1244,6 +1256,7 @@ def run(plan: Plan, workdir: Path, log: Log, parts: frozenset[str]) -> dict[str,
     if ingest_report:
         sections["ingest"] = ingest_report
     sections["baseline"]["cpu_gauge_end"] = cpu_gauge(gauge_samples)
+    sections["baseline"]["cpu_gauge_after"] = gauges
     log(f"CPU gauge p50 at the end {sections['baseline']['cpu_gauge_end']['p50']:.3f} ms")
     return {
         "schema": 1,

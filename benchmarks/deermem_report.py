@@ -673,10 +673,12 @@ def markdown(results: dict[str, Any]) -> str:
             lines += ["| " + " | ".join(_nbsp(cell) for cell in cells) + " |" for cells in table]
     baseline = results["sections"].get("baseline", {})
     if "cpu_gauge" in baseline:
+        gauges = baseline.get("cpu_gauge_after", {})
+        after = "".join(f" {ms:.3f} ms after {part}," for part, ms in gauges.items())
         lines += [
             "",
             f"The machine during this run: fsync floor p50 {baseline['fsync_write']['p50']:.3f}"
-            f" ms; CPU gauge p50 {baseline['cpu_gauge']['p50']:.3f} ms at the start,"
+            f" ms; CPU gauge p50 {baseline['cpu_gauge']['p50']:.3f} ms at the start,{after}"
             f" {baseline['cpu_gauge_end']['p50']:.3f} ms at the end (`cpu_gauge`).",
         ]
     lines += ["", "| target | measured | met | detail |", "|---|---|---|---|"]

@@ -66,6 +66,16 @@ def test_quick_benchmark_writes_every_section(tmp_path: Path) -> None:
     assert_stats(s["baseline"]["fsync_write"])
     assert_stats(s["baseline"]["cpu_gauge"])
     assert_stats(s["baseline"]["cpu_gauge_end"])
+    assert list(s["baseline"]["cpu_gauge_after"]) == [
+        "create_fact",
+        "cold_start",
+        "add",
+        "extraction",
+        "get_context",
+        *(f"store +{n}" for n in results["plan"]["others"][:-1]),
+        f"store +{results['plan']['others'][-1]} (with reindex)",
+        "index updates",
+    ]
     create = s["create_fact"]
     assert create["final_bucket_size"] == results["plan"]["max_facts"]
     assert "create_fact/full" in create["rows"]
@@ -132,6 +142,7 @@ def test_quick_benchmark_writes_every_section(tmp_path: Path) -> None:
     report = (tmp_path / "deermem.md").read_text()
     assert report.startswith("| measurement")
     assert "CPU gauge p50" in report
+    assert "ms after get_context," in report
     if chart:
         assert (tmp_path / "deermem.png").stat().st_size > 0
     assert not list(tmp_path.glob("deermem-bench-*")), "the temporary stores were not removed"
