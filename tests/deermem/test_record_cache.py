@@ -49,7 +49,7 @@ def settle() -> None:
 
 def kept_by_a_first_process(root: Path, user: str, count: int) -> list[dict[str, Any]]:
     """`count` facts committed, then read by a process whose read keeps them; their records."""
-    records = [fact(f"fact number {n}", confidence=0.5 + n / 100) for n in range(count)]
+    records = [fact(f"fact number {n}", confidence=0.5 + n / 1000) for n in range(count)]
     writer = storage_at(root)
     create(writer, user, *records)
     writer.close()
@@ -295,3 +295,28 @@ def test_a_kept_record_under_another_files_name_is_not_taken(
         r["id"]: r["content"] for r in records
     }
     assert len(parsed) == 2
+
+
+def test_a_few_changed_files_are_parsed_without_rewriting_what_is_kept(
+    tmp_path: Path, parsed: list[str]
+) -> None:
+    records = kept_by_a_first_process(tmp_path, "ned", 64)
+    paths = [fact_path(tmp_path, "ned", r["id"]) for r in records]
+
+    def touch(path: Path) -> None:
+        path.write_text(path.read_text().replace("fact number", "Fact number"))
+
+    def first_read() -> list[str]:
+        parsed.clear()
+        storage_at(tmp_path).load("ned", None)
+        return sorted(parsed)
+
+    touch(paths[0])  # as another process's commit would: 1 file of 64
+    settle()
+    assert first_read() == [paths[0].name]
+    assert first_read() == [paths[0].name], "the row was not rewritten for one file"
+    for path in paths[1:4]:  # 4 of 64: a sixteenth
+        touch(path)
+    settle()
+    assert first_read() == sorted(path.name for path in paths[:4])
+    assert first_read() == [], "rewritten once a sixteenth of the files were parsed"

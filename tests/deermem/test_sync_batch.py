@@ -3,8 +3,10 @@ And `read_file`, the readers' side."""
 
 from __future__ import annotations
 
+import gc
 import os
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -15,6 +17,18 @@ from deerflow.agents.memory.backends.deermem.deermem.core.atomic import MAX_PEND
 
 def open_files() -> int:
     return len(os.listdir("/proc/self/fd"))
+
+
+@pytest.fixture(autouse=True)
+def no_collection_while_counting() -> Iterator[None]:
+    """These tests count the process's open files: a garbage collection in the middle would
+    close files of earlier tests' objects (a manager's SQLite connections) and skew the count."""
+    gc.collect()
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.enable()
 
 
 def test_changes_land_where_and_when_the_caller_says(tmp_path: Path) -> None:
