@@ -14,7 +14,7 @@ from itertools import combinations
 from typing import Any
 
 from deerflow.agents.memory.backends.deermem.deermem.core.changes import MemorySnapshot
-from deerflow.agents.memory.backends.deermem.deermem.core.scrub import find_secret
+from deerflow.agents.memory.backends.deermem.deermem.core.scrub import fact_secret
 from deerflow.agents.memory.backends.deermem.deermem.governance import (
     content_tokens,
     is_stale,
@@ -145,9 +145,12 @@ def audit_bucket(
     facts = [snapshot.facts[fact_id] for fact_id in sorted(snapshot.facts)]
     secrets = []
     for fact in facts:
-        reason = find_secret(fact["content"])
-        if reason is not None:
-            secrets.append(SecretFinding(fact["id"], reason))
+        found = fact_secret(fact)
+        if found is not None:
+            field, reason = found
+            secrets.append(
+                SecretFinding(fact["id"], reason if field == "content" else f"{field} {reason}")
+            )
     return AuditReport(
         user_id=snapshot.user_id,
         bucket=snapshot.bucket,

@@ -18,7 +18,12 @@ if TYPE_CHECKING:
 
 EvictionPolicyName = Literal["confidence", "hybrid-v1"]
 
+# The longest `expected_valid_days` a fact may carry (a hundred years): past it a fact is simply
+# never stale, and a hand-written 10**30 cannot overflow the date arithmetic.
+MAX_VALID_DAYS: Final = 36_500
+
 __all__ = [
+    "MAX_VALID_DAYS",
     "CapacityPolicy",
     "EvictionPolicyName",
     "capacity_evictions",
@@ -283,6 +288,7 @@ def is_stale(fact: Mapping[str, Any], now: datetime, default_days: int) -> bool:
     valid_days = fact.get("expected_valid_days")
     if isinstance(valid_days, bool) or not isinstance(valid_days, int) or valid_days <= 0:
         valid_days = default_days
+    valid_days = min(valid_days, MAX_VALID_DAYS)
     times = [parse_time(fact.get(key)) for key in ("updatedAt", "lastConfirmedAt", "createdAt")]
     known = [time for time in times if time is not None]
     return not known or now - max(known) > timedelta(days=valid_days)

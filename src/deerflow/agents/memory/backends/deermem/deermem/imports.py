@@ -3,14 +3,20 @@
 from __future__ import annotations
 
 import uuid
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Callable, Mapping
+from typing import Any, Final
 
 from deerflow.agents.memory.backends.deermem.deermem.core.changes import ChangeSet, MemorySnapshot
-from deerflow.agents.memory.backends.deermem.deermem.core.factfile import OPTIONAL_PUBLIC_FIELDS
 from deerflow.agents.memory.backends.deermem.deermem.core.paths import FACT_ID_PATTERN
-from deerflow.agents.memory.backends.deermem.deermem.core.scrub import refuse_secrets
-from deerflow.agents.memory.backends.deermem.deermem.governance import normalized
+from deerflow.agents.memory.backends.deermem.deermem.core.scrub import (
+    refuse_fact_secrets,
+    refuse_secrets,
+)
+from deerflow.agents.memory.backends.deermem.deermem.governance import (
+    MAX_VALID_DAYS,
+    normalized,
+    parse_time,
+)
 from deerflow.agents.memory.manager import (
     utc_now,
     validate_category,
@@ -21,18 +27,34 @@ from deerflow.agents.memory.manager import (
 __all__ = ["imported_changes"]
 
 _SOURCE_TYPES = ("manual", "consolidation", "import", "conversation", "unknown")
+# The keys of an exported document (SPEC §5.2; `userId` as memory.json holds it). Any other key
+# is refused: `{"Facts": [...]}` would otherwise import as "no facts" and empty the bucket.
+_DOCUMENT_KEYS: Final = frozenset(
+    {"version", "revision", "lastUpdated", "userId", "user", "history", "facts"}
+)
+_CONTENT_KEYS: Final = ("user", "history", "facts")
 
 
 def imported_changes(data: Any, snapshot: MemorySnapshot, *, max_facts: int) -> ChangeSet:
     """The change that makes the user's summaries and this bucket's facts equal to `data`.
 
-    Sections missing from `data` become empty; facts not in `data` are removed.
+    Sections missing from `data` become empty; facts not in `data` are removed. A document
+    with none of `user`, `history` and `facts`, or with a key an export does not have, is
+    refused rather than read as empty.
 
     Raises:
         ValueError: naming the first bad field (`facts[3].confidence: ...`); nothing is written.
     """
     if not isinstance(data, Mapping):
         raise ValueError("import: the document must be a JSON object")
+    unknown = sorted(str(key) for key in data if key not in _DOCUMENT_KEYS)
+    if unknown:
+        raise ValueError(
+            f"import: unknown key {', '.join(map(repr, unknown))}; a memory document has "
+            f"{', '.join(sorted(_DOCUMENT_KEYS))}"
+        )
+    if not any(key in data for key in _CONTENT_KEYS):
+        raise ValueError("import: the document has none of user, history and facts")
     summaries = {
         part: {section: _summary(data, part, section) for section in sections}
         for part, sections in snapshot.summaries.items()
@@ -86,9 +108,9 @@ def _record(raw: Any, number: int, snapshot: MemorySnapshot, now: str) -> dict[s
         raise ValueError(f"{where}: must be an object")
     try:
         content = validate_content(raw.get("content"))
-        refuse_secrets(content)
         category = validate_category(raw.get("category", "context"))
         confidence = validate_confidence(raw.get("confidence", 0.5))
+        optional = _optional_fields(raw)
     except ValueError as exc:
         raise ValueError(f"{where}.{exc}") from None
     fact_id = raw.get("id")
@@ -112,8 +134,64 @@ def _record(raw: Any, number: int, snapshot: MemorySnapshot, now: str) -> dict[s
         "agent_name": snapshot.bucket,
         "content": content,
     }
-    record.update((key, raw[key]) for key in OPTIONAL_PUBLIC_FIELDS if raw.get(key) is not None)
+    record.update(optional)
+    refuse_fact_secrets(record, where=f"{where}.")
     return record
+
+
+def _optional_fields(raw: Mapping[str, Any]) -> dict[str, Any]:
+    """The optional fields of SPEC §5.3 that `raw` has (None counts as absent), checked.
+
+    Raises:
+        ValueError: `"{field}: ..."` for the first field of the wrong kind.
+    """
+    fields = {}
+    for key, check in _OPTIONAL_CHECKS.items():
+        value = raw.get(key)
+        if value is not None:
+            try:
+                fields[key] = check(value)
+            except ValueError as exc:
+                raise ValueError(f"{key}: {exc}, got {value!r}") from None
+    return fields
+
+
+def _nonempty_text(value: Any) -> str:
+    if not isinstance(value, str) or not value.strip():
+        raise ValueError("must be non-empty text")
+    return value.strip()
+
+
+def _time(value: Any) -> str:
+    if parse_time(value) is None:
+        raise ValueError("must be an ISO-8601 time")
+    return str(value)
+
+
+def _positive_int(limit: int) -> Callable[[Any], int]:
+    def check(value: Any) -> int:
+        if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= limit:
+            raise ValueError(f"must be a whole number from 1 to {limit}")
+        return value
+
+    return check
+
+
+def _texts(value: Any) -> list[str]:
+    if not isinstance(value, list) or not all(isinstance(v, str) and v.strip() for v in value):
+        raise ValueError("must be a list of non-empty texts")
+    return [item.strip() for item in value]
+
+
+_OPTIONAL_CHECKS: Final[dict[str, Callable[[Any], Any]]] = {
+    "sourceError": _nonempty_text,
+    "expected_valid_days": _positive_int(MAX_VALID_DAYS),
+    "lastConfirmedAt": _time,
+    "confirmationCount": _positive_int(2**31 - 1),
+    "consolidatedFrom": _texts,
+    "topics": _texts,
+    "event_time": _nonempty_text,
+}
 
 
 def _text(value: Any) -> str | None:

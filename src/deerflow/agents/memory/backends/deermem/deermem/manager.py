@@ -592,9 +592,15 @@ class DeerMemMemoryManager(MemoryManager):
             document = json.loads(manifest.read_text(encoding="utf-8"))
         except ValueError as exc:
             raise ValueError(f"{manifest}: {exc}") from None
-        document["facts"] = [
-            public_fact(read_fact_file(path)) for path in sorted((source / "facts").glob("*.md"))
-        ]
+        if not isinstance(document, dict):
+            raise ValueError(f"{manifest}: not a DeerMem Markdown export (not a JSON object)")
+        facts = source / "facts"
+        if not facts.is_dir():  # an export always has one: its absence would empty the bucket
+            raise ValueError(f"{source}: not a DeerMem Markdown export (no facts folder)")
+        paths = sorted(facts.glob("*.md"))
+        if odd := next((path for path in paths if not path.is_file()), None):
+            raise ValueError(f"{odd}: not a fact file")
+        document["facts"] = [public_fact(read_fact_file(path)) for path in paths]
         return self.import_memory(document, user_id=user_id, agent_name=agent_name)
 
     def agent_names(self, *, user_id: str | None = None) -> list[str]:

@@ -569,14 +569,15 @@ def _record(raw: Any, bucket: str, new_id: str) -> dict[str, Any]:
     Raises:
         ValueError: the fact is unusable (no content, bad confidence) or holds a secret.
     """
-    from deerflow.agents.memory.backends.deermem.deermem.core.scrub import find_secret
+    from deerflow.agents.memory.backends.deermem.deermem.core.scrub import fact_secret
 
     if not isinstance(raw, Mapping):
         raise ValueError("must be an object")
     content = validate_content(raw.get("content"))
-    secret = find_secret(content)
+    secret = fact_secret({**raw, "content": content})
     if secret is not None:
-        raise ValueError(f"content {secret}; remove or edit the fact in the legacy file first")
+        field, reason = secret
+        raise ValueError(f"{field} {reason}; remove or edit the fact in the legacy file first")
     confidence = validate_confidence(raw.get("confidence"))
     record = {key: value for key, value in raw.items() if key not in _STORAGE_KEYS | _FACT_KEYS}
     category = raw.get("category") or "context"

@@ -250,8 +250,12 @@ class RecordViews:
             return entries.entries[::-1]
 
     def _new_entry(self, record: Mapping[str, Any]) -> ContextEntry:
+        source_error = record.get("sourceError")  # text when written here; a hand edit may not be
         fact = ContextFact(
-            record["content"], record["category"], record["confidence"], record.get("sourceError")
+            record["content"],
+            record["category"],
+            record["confidence"],
+            source_error if isinstance(source_error, str) else None,
         )
         entry = ContextEntry(record, _context_order(record), fact)
         _keep(self._context, record, entry)

@@ -15,11 +15,11 @@ from __future__ import annotations
 import math
 import re
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import Final
+from typing import Any, Final
 
-__all__ = ["find_secret", "refuse_secrets"]
+__all__ = ["fact_secret", "find_secret", "refuse_fact_secrets", "refuse_secrets"]
 
 # Values that stand for a secret without being one: masks, template variables, references to
 # another variable (`self.key_password`), type names, and words such as "required".
@@ -208,3 +208,40 @@ def refuse_secrets(text: str, *, field: str = "content") -> None:
     reason = find_secret(text)
     if reason is not None:
         raise ValueError(f"{field}: refused, {reason}; secrets are never stored in memory")
+
+
+# The text a fact record carries besides its id, times and provenance (SPEC §5.3): a secret in
+# a correction's `sourceError` reaches the prompt just as one in its content does.
+_FACT_TEXT_FIELDS: Final = ("content", "sourceError", "event_time")
+
+
+def _fact_texts(fact: Mapping[str, Any]) -> Iterator[tuple[str, str]]:
+    """(field, text) for every text of a fact record that could hold a secret."""
+    for key in _FACT_TEXT_FIELDS:
+        value = fact.get(key)
+        if isinstance(value, str):
+            yield key, value
+    topics = fact.get("topics")
+    if isinstance(topics, list):
+        for number, topic in enumerate(topics):
+            if isinstance(topic, str):
+                yield f"topics[{number}]", topic
+
+
+def fact_secret(fact: Mapping[str, Any]) -> tuple[str, str] | None:
+    """The first field of a fact record that seems to hold a credential, and why; or None."""
+    for field, text in _fact_texts(fact):
+        reason = find_secret(text)
+        if reason is not None:
+            return field, reason
+    return None
+
+
+def refuse_fact_secrets(fact: Mapping[str, Any], *, where: str = "") -> None:
+    """`refuse_secrets` for every text of a fact record (`where` prefixes the field's name).
+
+    Raises:
+        ValueError: `"{where}{field}: refused, {reason}; ..."` for the first such field.
+    """
+    for field, text in _fact_texts(fact):
+        refuse_secrets(text, field=f"{where}{field}")

@@ -16,7 +16,7 @@ from typing import Any, Final
 
 from deerflow.agents.memory.backends.deermem.deermem.config import DeerMemConfig
 from deerflow.agents.memory.backends.deermem.deermem.core.changes import ChangeSet, MemorySnapshot
-from deerflow.agents.memory.backends.deermem.deermem.core.scrub import find_secret
+from deerflow.agents.memory.backends.deermem.deermem.core.scrub import fact_secret, find_secret
 from deerflow.agents.memory.backends.deermem.deermem.governance import (
     CapacityPolicy,
     choose_evictions,
@@ -154,7 +154,8 @@ def apply_extraction(
             count("rejected_low_confidence")
             continue
         count("facts_passed_confidence")
-        if find_secret(fact.content) is not None:
+        record = _record(fact, state.bucket, stamp, thread_id)
+        if fact_secret(record) is not None:
             count("rejected_secret")
             continue
         existing = _same_fact(state, fact, config, similarity)
@@ -162,7 +163,7 @@ def apply_extraction(
             _confirm(state, existing, stamp, confidence=fact.confidence)
             count("facts_merged_dedup")
             continue
-        state.add(_record(fact, state.bucket, stamp, thread_id))
+        state.add(record)
 
     # 5. Capacity: the policy's weakest go (one choice for all writes); the audit entry names them.
     evicted_ids = choose_evictions(
@@ -285,7 +286,7 @@ def _consolidate(
             and all(i in state.facts and i not in consumed for i in sources)
             and all(state.facts[i]["category"] not in protected for i in sources)
         )
-        if not usable or not group.content.strip() or find_secret(group.content) is not None:
+        if not usable or not group.content.strip():
             count("consolidations_rejected")
             continue
         best = max(float(state.facts[i]["confidence"]) for i in sources)
@@ -298,8 +299,11 @@ def _consolidate(
         record["source"] = {"type": "consolidation", "threadId": thread_id}
         record["consolidatedFrom"] = sources
         errors = [state.facts[i].get("sourceError") for i in sources]
-        if any(errors):
-            record["sourceError"] = "\n".join(dict.fromkeys(e for e in errors if e))
+        if texts := [e for e in errors if isinstance(e, str) and e]:
+            record["sourceError"] = "\n".join(dict.fromkeys(texts))
+        if fact_secret(record) is not None:
+            count("consolidations_rejected")
+            continue
         for fact_id in sources:
             state.remove(fact_id)
         consumed.update(sources)

@@ -20,6 +20,7 @@ from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessage
 from langchain_core.runnables import Runnable, RunnableConfig
 
+from deerflow.agents.memory.backends.deermem.deermem.governance import MAX_VALID_DAYS
 from deerflow.agents.memory.backends.deermem.deermem.pipeline.compact import (
     COMPACT_SCHEMA,
     build_compact_messages,
@@ -109,6 +110,11 @@ def _positive_int(value: Any) -> int | None:
     return int(value) if value == int(value) and value >= 1 else None
 
 
+def _valid_days(value: Any) -> int | None:
+    days = _positive_int(value)
+    return None if days is None else min(days, MAX_VALID_DAYS)
+
+
 def _topics(value: Any) -> tuple[str, ...]:
     if not isinstance(value, list):
         return ()
@@ -160,7 +166,7 @@ def _new_fact(item: Any) -> NewFact:
         # Optional fields that are malformed are dropped, not the fact they came with.
         source_error=_optional_text(item.get("sourceError")),
         topics=_topics(item.get("topics")),
-        expected_valid_days=_positive_int(item.get("expected_valid_days")),
+        expected_valid_days=_valid_days(item.get("expected_valid_days")),
         event_time=_optional_text(item.get("event_time")),
     )
 

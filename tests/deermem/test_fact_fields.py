@@ -1,0 +1,233 @@
+"""A fact's optional fields (SPEC §5.3) on every write path: checked, scrubbed of secrets
+(§9.4), found by the audit (§9.3), and never able to break a read."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from deerflow.agents.memory.backends.deermem import DeerMemMemoryManager
+from deerflow.agents.memory.backends.deermem.deermem import imports
+from deerflow.agents.memory.backends.deermem.deermem.core.factfile import OPTIONAL_PUBLIC_FIELDS
+from deerflow.agents.memory.backends.deermem.deermem.pipeline.apply import apply_extraction
+from deerflow.agents.memory.backends.deermem.deermem.pipeline.extraction import (
+    Consolidation,
+    Extraction,
+    Labels,
+    NewFact,
+)
+
+SECRET = "used password: Hunter2xyz! on prod"
+NOW = datetime(2026, 12, 2, 12, 0, tzinfo=UTC)
+
+
+@pytest.fixture
+def manager(tmp_path: Path) -> DeerMemMemoryManager:
+    return DeerMemMemoryManager.from_config({"storage_path": str(tmp_path)})
+
+
+def fact(**fields: Any) -> dict[str, Any]:
+    return {"content": "Use pnpm, not npm", "category": "correction", **fields}
+
+
+def state(manager: DeerMemMemoryManager) -> tuple[int, list[dict[str, Any]]]:
+    document = manager.reload_memory(user_id="u")
+    return document["revision"], document["facts"]
+
+
+def test_every_optional_field_has_a_check_on_import() -> None:
+    assert set(imports._OPTIONAL_CHECKS) == set(OPTIONAL_PUBLIC_FIELDS)
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [
+        ("sourceError", {"a": 1}),
+        ("sourceError", 7),
+        ("sourceError", "   "),
+        ("topics", "pnpm"),
+        ("topics", ["pnpm", 3]),
+        ("consolidatedFrom", [""]),
+        ("expected_valid_days", 0),
+        ("expected_valid_days", 10**30),
+        ("expected_valid_days", 2.5),
+        ("expected_valid_days", True),
+        ("confirmationCount", -1),
+        ("lastConfirmedAt", "last tuesday"),
+        ("event_time", ["2023-05-08"]),
+    ],
+)
+def test_an_import_with_a_malformed_optional_field_names_it_and_writes_nothing(
+    manager: DeerMemMemoryManager, field: str, value: Any
+) -> None:
+    manager.create_fact("Drinks tea", user_id="u")
+    before = state(manager)
+    with pytest.raises(ValueError, match=rf"^facts\[1\]\.{field}: must "):
+        manager.import_memory({"facts": [fact(), fact(content="x", **{field: value})]}, user_id="u")
+    assert state(manager) == before
+
+
+def test_well_formed_optional_fields_round_trip(manager: DeerMemMemoryManager) -> None:
+    fields = {
+        "sourceError": "Used npm",
+        "topics": ["pnpm", "javascript"],
+        "expected_valid_days": 365,
+        "lastConfirmedAt": "2026-11-01T10:00:00Z",
+        "confirmationCount": 2,
+        "consolidatedFrom": ["fact_0123456789abcdef"],
+        "event_time": "2023-05-08",
+    }
+    manager.import_memory({"facts": [fact(**fields)]}, user_id="u")
+    [stored] = manager.reload_memory(user_id="u")["facts"]
+    assert {key: stored[key] for key in fields} == fields
+
+
+@pytest.mark.parametrize(
+    ("fields", "named"),
+    [
+        ({"sourceError": SECRET}, "sourceError"),
+        ({"topics": ["deploys", "token sk-proj-A1b2C3d4E5f6G7h8I9j0K1l2"]}, r"topics\[1\]"),
+        ({"event_time": "when password: Hunter2xyz! was set"}, "event_time"),
+    ],
+)
+def test_a_secret_in_any_text_of_an_imported_fact_is_refused(
+    manager: DeerMemMemoryManager, fields: dict[str, Any], named: str
+) -> None:
+    with pytest.raises(ValueError, match=rf"^facts\[0\]\.{named}: refused, .*never stored"):
+        manager.import_memory({"facts": [fact(**fields)]}, user_id="u")
+    assert state(manager) == (0, [])
+
+
+def test_a_secret_in_a_markdown_export_s_source_error_is_refused(
+    manager: DeerMemMemoryManager, tmp_path: Path
+) -> None:
+    manager.import_memory({"facts": [fact(sourceError="Used npm")]}, user_id="u")
+    folder = tmp_path / "export"
+    manager.export_markdown(folder, user_id="u")
+    [path] = (folder / "facts").glob("*.md")
+    path.write_text(path.read_text().replace("sourceError: Used npm", f"sourceError: '{SECRET}'"))
+    before = state(manager)
+    with pytest.raises(ValueError, match=r"sourceError: refused"):
+        manager.import_markdown(folder, user_id="v")
+    assert manager.get_memory(user_id="v")["revision"] == 0
+    assert state(manager) == before
+
+
+def test_the_pipeline_drops_a_proposed_fact_whose_source_error_holds_a_secret(
+    manager: DeerMemMemoryManager,
+) -> None:
+    config = manager._config
+    labels = Labels("user", "durable", "descriptive")
+    proposals = (
+        NewFact("Use pnpm", "correction", 0.9, labels, source_error=SECRET),
+        NewFact("Drinks tea", "preference", 0.9, labels, topics=("password: Hunter2xyz!",)),
+        NewFact("Lives in Porto", "identity", 0.9, labels, source_error="Said Lisbon"),
+    )
+    result = Extraction({}, proposals, (), (), (), (), (), {})
+    outcome = apply_extraction(
+        manager.storage.load("u", None), result, config, now=NOW, stamp="s", thread_id="t"
+    )
+    manager.storage.save("u", outcome.changes)
+    assert [f["content"] for f in state(manager)[1]] == ["Lives in Porto"]
+    assert outcome.metrics["rejected_secret"] == 2
+
+
+def test_a_consolidation_does_not_carry_a_hand_written_secret_along(
+    manager: DeerMemMemoryManager,
+) -> None:
+    _, first = manager.create_fact("Uses npm", "knowledge", 0.9, user_id="u")
+    _, second = manager.create_fact("Uses yarn", "knowledge", 0.9, user_id="u")
+    assert first and second
+    hand_edit(manager, first, f"sourceError: '{SECRET}'")
+    result = Extraction(
+        {},
+        (),
+        (),
+        (),
+        (),
+        (),
+        (
+            Consolidation(
+                (first, second),
+                "Uses a JS package manager",
+                "knowledge",
+                0.9,
+                Labels("user", "durable", "descriptive"),
+            ),
+        ),
+        {},
+    )
+    config = manager._config.model_copy(update={"consolidation_enabled": True})
+    outcome = apply_extraction(
+        manager.storage.load("u", None), result, config, now=NOW, stamp="s", thread_id="t"
+    )
+    assert outcome.metrics["consolidations_rejected"] == 1
+    assert not outcome.changes.upserts
+
+
+def hand_edit(manager: DeerMemMemoryManager, fact_id: str, line: str) -> Path:
+    """Add a front-matter line to a fact's file by hand, then reload."""
+    [path] = Path(manager.backend_config["storage_path"]).rglob(f"{fact_id}.md")
+    path.write_text(path.read_text().replace("\nschemaVersion:", f"\n{line}\nschemaVersion:"))
+    manager.reload_memory(user_id="u")
+    return path
+
+
+def test_the_audit_finds_a_secret_written_into_a_source_error_by_hand(
+    manager: DeerMemMemoryManager,
+) -> None:
+    _, fact_id = manager.create_fact("Use pnpm", "correction", user_id="u")
+    assert fact_id
+    hand_edit(manager, fact_id, f"sourceError: '{SECRET}'")
+    [report] = manager.audit(user_id="u")
+    assert [(s["id"], s["reason"].split()[0]) for s in report["secrets"]["facts"]] == [
+        (fact_id, "sourceError")
+    ]
+
+
+def test_a_hand_written_source_error_that_is_not_text_does_not_break_the_context(
+    manager: DeerMemMemoryManager,
+) -> None:
+    _, fact_id = manager.create_fact("Use pnpm", "correction", user_id="u")
+    assert fact_id
+    hand_edit(manager, fact_id, "sourceError: {a: 1}\nexpected_valid_days: 1000000000000000000000")
+    assert "Use pnpm" in manager.get_context("u")
+    assert manager.audit(user_id="u")[0]["stale"]["ids"] == []
+
+
+def test_import_refuses_a_document_that_is_not_an_export(manager: DeerMemMemoryManager) -> None:
+    manager.create_fact("Drinks tea", user_id="u")
+    before = state(manager)
+    with pytest.raises(ValueError, match=r"unknown key 'Facts'"):
+        manager.import_memory({"Facts": [fact()]}, user_id="u")
+    with pytest.raises(ValueError, match=r"none of user, history and facts"):
+        manager.import_memory({"version": "2.0"}, user_id="u")
+    assert state(manager) == before
+    exported = json.loads(json.dumps(manager.export_memory(user_id="u")))
+    manager.import_memory(exported, user_id="u")  # every key of an export is accepted
+    assert state(manager)[1] == before[1]
+
+
+@pytest.mark.parametrize("case", ["manifest is a list", "no facts folder", "a folder named .md"])
+def test_a_folder_that_is_not_a_markdown_export_is_refused(
+    manager: DeerMemMemoryManager, tmp_path: Path, case: str
+) -> None:
+    manager.create_fact("Drinks tea", user_id="u")
+    folder = tmp_path / "export"
+    manager.export_markdown(folder, user_id="u")
+    if case == "manifest is a list":
+        (folder / "memory.json").write_text("[]")
+    elif case == "no facts folder":
+        for path in (folder / "facts").iterdir():
+            path.unlink()
+        (folder / "facts").rmdir()
+    else:
+        (folder / "facts" / "fact_00.md").mkdir()
+    before = state(manager)
+    with pytest.raises(ValueError, match=r"not a DeerMem Markdown export|not a fact file"):
+        manager.import_markdown(folder, user_id="u")
+    assert state(manager) == before
