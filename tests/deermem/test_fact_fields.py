@@ -141,7 +141,8 @@ def test_a_consolidation_does_not_carry_a_hand_written_secret_along(
 ) -> None:
     _, first = manager.create_fact("Uses npm", "knowledge", 0.9, user_id="u")
     _, second = manager.create_fact("Uses yarn", "knowledge", 0.9, user_id="u")
-    assert first and second
+    assert first
+    assert second
     hand_edit(manager, first, f"sourceError: '{SECRET}'")
     result = Extraction(
         {},

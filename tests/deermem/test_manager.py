@@ -417,6 +417,29 @@ def test_revert_refuses_when_the_fact_changed_since(tmp_path: Path) -> None:
         manager.revert_change(update["change_id"], user_id="u")
 
 
+def test_revert_refuses_when_the_fact_changed_back_to_the_same_revision(tmp_path: Path) -> None:
+    """Undo restores a file's bytes, revision included, so a fact's revision can repeat: the
+    check is on the bytes the reverted change left."""
+    manager = make(tmp_path)
+    _, fact_id = manager.create_fact("Deploys on Fridays", user_id="u")
+    assert fact_id
+
+    def last() -> str:
+        return str(manager.get_history(user_id="u", limit=1)[0]["change_id"])
+
+    manager.update_fact(fact_id, content="Deploys on Mondays", user_id="u")
+    to_mondays = last()
+    manager.update_fact(fact_id, content="Deploys on Tuesdays", user_id="u")
+    manager.revert_change(last(), user_id="u")  # back to Mondays, revision 2 again
+    undo_of_tuesdays = last()
+    manager.revert_change(to_mondays, user_id="u")  # back to Fridays, revision 1
+    manager.update_fact(fact_id, content="Deploys on Wednesdays", user_id="u")  # revision 2
+    with pytest.raises(MemoryConflictError, match="has changed since"):
+        manager.revert_change(undo_of_tuesdays, user_id="u")
+    [fact] = manager.get_memory(user_id="u")["facts"]
+    assert fact["content"] == "Deploys on Wednesdays"
+
+
 def test_clear_one_agent_keeps_the_rest(tmp_path: Path) -> None:
     manager = make(tmp_path)
     manager.create_fact("default fact", user_id="u")

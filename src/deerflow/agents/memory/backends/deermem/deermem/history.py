@@ -63,8 +63,8 @@ def revert_changes(
 ) -> ChangeSet:
     """The change set that restores what `change_id` changed.
 
-    It only applies while every fact it touches is still as that change left it (checked by
-    revision when the change set commits).
+    It only applies while every fact it touches is still byte for byte as that change left it
+    (checked when the change set commits).
 
     Raises:
         ValueError: no such change, or it was already reverted.
@@ -83,17 +83,21 @@ def revert_changes(
                     f"summary {part}.{section} changed after {change_id}; revert refused"
                 )
     raw_writes: dict[FactKey, bytes | None] = {}
-    preconditions: dict[FactKey, int | None] = {}
+    expected_files: dict[FactKey, bytes | None] = {}
     for before, after in zip(entry["before"]["facts"], entry["after"]["facts"], strict=True):
         key = (before["agent"], before["id"])
-        raw_writes[key] = None if before["file"] is None else before["file"].encode("utf-8")
-        preconditions[key] = None if after["file"] is None else _parse(after, user_id)["revision"]
+        raw_writes[key] = _file_bytes(before)
+        expected_files[key] = _file_bytes(after)
     return ChangeSet(
         actor="revert",
         reason=f"revert of {change_id} ({entry['reason']})",
         summaries=entry["before"]["summaries"],
         raw_writes=raw_writes,
         expected_revision=snapshot_revision,
-        preconditions=preconditions,
+        expected_files=expected_files,
         reverts=change_id,
     )
+
+
+def _file_bytes(fact: Mapping[str, Any]) -> bytes | None:
+    return None if fact["file"] is None else fact["file"].encode("utf-8")

@@ -50,6 +50,8 @@ class ChangeSet:
             byte for byte.
         expected_revision: the user revision this change was computed from (None: unchecked).
         preconditions: per fact, the revision it must have (None: it must not exist).
+        expected_files: per fact, the exact bytes its file must hold (None: it must not exist);
+            undo uses it, since restoring a file's bytes takes its revision back too.
         rebase: a point operation may commit on a newer revision when every fact it touches
             meets its precondition.
         reverts: the change id this change undoes.
@@ -63,6 +65,7 @@ class ChangeSet:
     raw_writes: dict[FactKey, bytes | None] = field(default_factory=dict)
     expected_revision: int | None = None
     preconditions: dict[FactKey, int | None] = field(default_factory=dict)
+    expected_files: dict[FactKey, bytes | None] = field(default_factory=dict)
     rebase: bool = False
     reverts: str | None = None
 

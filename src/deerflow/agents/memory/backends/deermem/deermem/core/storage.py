@@ -587,6 +587,9 @@ def _check_preconditions(
                 f"fact {key[1]} changed concurrently (revision {have}, expected {wanted}); "
                 "reload and retry"
             )
+    for key, wanted_bytes in changes.expected_files.items():
+        if _bytes(current.get(key)) != wanted_bytes:
+            raise MemoryConflictError(f"fact {key[1]} has changed since; refused")
     if changes.expected_revision is None or changes.expected_revision == revision:
         return
     point_operation = changes.rebase and not changes.summaries
