@@ -232,3 +232,43 @@ def test_a_folder_that_is_not_a_markdown_export_is_refused(
     with pytest.raises(ValueError, match=r"not a DeerMem Markdown export|not a fact file"):
         manager.import_markdown(folder, user_id="u")
     assert state(manager) == before
+
+
+def edit_body(manager: DeerMemMemoryManager, fact_id: str, old: str, new: str) -> None:
+    [path] = Path(manager.backend_config["storage_path"]).rglob(f"{fact_id}.md")
+    path.write_text(path.read_text().replace(old, new))
+
+
+def test_an_update_does_not_write_over_a_hand_edit_the_process_has_not_read(
+    manager: DeerMemMemoryManager,
+) -> None:
+    _, fact_id = manager.create_fact("Drinks tea", user_id="u")
+    assert fact_id
+    edit_body(manager, fact_id, "Drinks tea", "Drinks green tea")  # no reload
+    manager.update_fact(fact_id, confidence=0.9, user_id="u")
+    [stored] = manager.reload_memory(user_id="u")["facts"]
+    assert (stored["content"], stored["confidence"]) == ("Drinks green tea", 0.9)
+
+
+def test_clear_and_import_work_after_a_fact_file_is_removed_by_hand(
+    manager: DeerMemMemoryManager,
+) -> None:
+    _, gone = manager.create_fact("Drinks tea", user_id="u")
+    manager.create_fact("Lives in Porto", user_id="u")
+    [path] = Path(manager.backend_config["storage_path"]).rglob(f"{gone}.md")
+    path.unlink()
+    manager.import_memory({"facts": [{"content": "Uses uv"}]}, user_id="u")
+    assert [f["content"] for f in manager.get_memory(user_id="u")["facts"]] == ["Uses uv"]
+    manager.create_fact("Likes jazz", user_id="u")
+    next(Path(manager.backend_config["storage_path"]).rglob("fact_*.md")).unlink()
+    assert manager.clear_memory(user_id="u")["facts"] == []
+
+
+def test_search_finds_a_hand_edit_after_reload(manager: DeerMemMemoryManager) -> None:
+    _, fact_id = manager.create_fact("Drinks tea", user_id="u")
+    assert fact_id
+    assert manager.search("tea", user_id="u")
+    edit_body(manager, fact_id, "Drinks tea", "Drinks espresso")
+    manager.reload_memory(user_id="u")
+    assert manager.search("tea", user_id="u") == []
+    assert [f["id"] for f in manager.search("espresso", user_id="u")] == [fact_id]

@@ -253,7 +253,10 @@ class DeerMemMemoryManager(MemoryManager):
     ) -> dict[str, Any]:
         with self._cache_lock:
             self._context_cache.clear()
-        return self._views.document(self._storage.reload(user_id, agent_name))
+        snapshot = self._storage.reload(user_id, agent_name)
+        # Files edited by hand leave the revision alone, so the index would not see the edit.
+        self._index.mark_dirty(safe_user_id(snapshot.user_id))
+        return self._views.document(snapshot)
 
     def get_context(
         self,
@@ -411,48 +414,59 @@ class DeerMemMemoryManager(MemoryManager):
     ) -> dict[str, Any]:
         from deerflow.agents.memory.backends.deermem.deermem.core.scrub import refuse_secrets
 
-        snapshot, current = self._existing(fact_id, user_id, agent_name)
-        updated = dict(current)
-        if content is not None:
-            updated["content"] = validate_content(content)
-            refuse_secrets(updated["content"])
-            columns = self._views.columns(snapshot)
-            refuse_duplicate(columns.ids, columns.normalized, updated["content"], ignore_id=fact_id)
-        if category is not None:
-            updated["category"] = validate_category(category)
-        if confidence is not None:
-            updated["confidence"] = validate_confidence(confidence)
-        if updated != current:
-            updated["updatedAt"] = utc_now()
+        text = None if content is None else validate_content(content)
+        if text is not None:
+            refuse_secrets(text)
+        category = None if category is None else validate_category(category)
+        confidence = None if confidence is None else validate_confidence(confidence)
+
+        def attempt() -> dict[str, Any]:
+            snapshot, current = self._existing(fact_id, user_id, agent_name)
+            updated = dict(current)
+            if text is not None:
+                columns = self._views.columns(snapshot)
+                refuse_duplicate(columns.ids, columns.normalized, text, ignore_id=fact_id)
+                updated["content"] = text
+            if category is not None:
+                updated["category"] = category
+            if confidence is not None:
+                updated["confidence"] = confidence
+            if updated != current:
+                updated["updatedAt"] = utc_now()
+                self._commit(
+                    snapshot.user_id,
+                    ChangeSet(
+                        actor="manual",
+                        reason="update_fact",
+                        upserts=[updated],
+                        expected_revision=snapshot.revision,
+                        preconditions={(snapshot.bucket, fact_id): current["revision"]},
+                        rebase=True,
+                    ),
+                )
+            return self.get_memory(user_id=user_id, agent_name=agent_name)
+
+        return self._retrying(user_id, attempt)
+
+    def delete_fact(
+        self, fact_id: str, *, user_id: str | None = None, agent_name: str | None = None
+    ) -> dict[str, Any]:
+        def attempt() -> dict[str, Any]:
+            snapshot, current = self._existing(fact_id, user_id, agent_name)
             self._commit(
                 snapshot.user_id,
                 ChangeSet(
                     actor="manual",
-                    reason="update_fact",
-                    upserts=[updated],
+                    reason="delete_fact",
+                    deletes=[(snapshot.bucket, fact_id)],
                     expected_revision=snapshot.revision,
                     preconditions={(snapshot.bucket, fact_id): current["revision"]},
                     rebase=True,
                 ),
             )
-        return self.get_memory(user_id=user_id, agent_name=agent_name)
+            return self.get_memory(user_id=user_id, agent_name=agent_name)
 
-    def delete_fact(
-        self, fact_id: str, *, user_id: str | None = None, agent_name: str | None = None
-    ) -> dict[str, Any]:
-        snapshot, current = self._existing(fact_id, user_id, agent_name)
-        self._commit(
-            snapshot.user_id,
-            ChangeSet(
-                actor="manual",
-                reason="delete_fact",
-                deletes=[(snapshot.bucket, fact_id)],
-                expected_revision=snapshot.revision,
-                preconditions={(snapshot.bucket, fact_id): current["revision"]},
-                rebase=True,
-            ),
-        )
-        return self.get_memory(user_id=user_id, agent_name=agent_name)
+        return self._retrying(user_id, attempt)
 
     def clear_memory(
         self, *, user_id: str | None = None, agent_name: str | None = None

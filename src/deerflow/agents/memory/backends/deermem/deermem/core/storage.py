@@ -407,6 +407,7 @@ class FileMemoryStorage(MemoryStorage):
             manifest = self._recovered_manifest(paths)
             files = {key: paths.fact_file(*key) for key in changes.touched()}
             current = {key: self._stored(path, raw_user, key[0]) for key, path in files.items()}
+            self._refuse_if_edited_by_hand(paths.user_key, manifest.raw, current)
             _check_preconditions(changes, manifest.revision, current, paths)
             now = utc_now()
             after: dict[FactKey, bytes | None] = dict(changes.raw_writes)
@@ -435,6 +436,36 @@ class FileMemoryStorage(MemoryStorage):
             return self._commit(
                 paths, raw_user, manifest, changes, current, files, after, summaries, upserted, now
             )
+
+    def _refuse_if_edited_by_hand(
+        self,
+        user_key: str,
+        manifest: bytes,
+        current: Mapping[FactKey, tuple[bytes, dict[str, Any]] | None],
+    ) -> None:
+        """Refuse a change that may rest on a cached fact its file no longer matches.
+
+        A hand edit, removal or addition of a fact file leaves `memory.json` alone, so the
+        cache outlives it; a change computed from the cache would write over the edit (an
+        update), or name a file that is gone (a clear). The cache is dropped, so the retry
+        reads the files.
+
+        Raises:
+            MemoryConflictError: a touched fact differs from its cached record.
+        """
+        for (bucket, fact_id), stored in current.items():
+            cached = self._buckets.get((user_key, bucket))
+            if cached is None or cached.manifest != manifest:
+                continue  # not cached as of this revision: the change was not made from it
+            record = cached.facts.get(fact_id)
+            if record is None and stored is None:
+                continue
+            if record is None or stored is None or _edited(record, stored[1]):
+                self._drop_cache(user_key)
+                raise MemoryConflictError(
+                    f"fact {fact_id} was changed outside DeerMem since it was read; "
+                    "read again, retry"
+                )
 
     def _commit(
         self,
@@ -609,6 +640,15 @@ def _stamped(
     stamped.update(user_id=raw_user, schemaVersion=SCHEMA_VERSION)
     stamped["revision"] = 1 if current is None else current[1]["revision"] + 1
     return stamped
+
+
+# What a hand edit of a fact file changes; compared rather than whole records, which a commit
+# carries over in the form it wrote them, not necessarily as a parse of the file would give.
+_EDITABLE: Final = ("content", "category", "confidence", "revision")
+
+
+def _edited(cached: Mapping[str, Any], stored: Mapping[str, Any]) -> bool:
+    return any(cached.get(key) != stored.get(key) for key in _EDITABLE)
 
 
 def _material(record: Mapping[str, Any]) -> dict[str, Any]:
