@@ -157,6 +157,20 @@ def test_index_failure_after_commit_heals_on_the_next_search(
     assert [r["content"] for r in manager.search("udon", user_id="u")] == ["likes udon"]
 
 
+def test_an_index_garbled_while_open_is_recreated_and_no_commit_is_reported_failed(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    manager = make(tmp_path)
+    manager.create_fact("likes ramen", user_id="u")
+    manager.search("ramen", user_id="u")  # the index is open
+    for path in (tmp_path / ".retrieval").glob("index.sqlite3*"):
+        path.write_bytes(b"\xa5" * path.stat().st_size)
+    manager.create_fact("likes udon", user_id="u")  # committed, and reported so
+    assert [r["content"] for r in manager.search("udon", user_id="u")] == ["likes udon"]
+    assert [r["content"] for r in manager.search("ramen", user_id="u")] == ["likes ramen"]
+    assert "is unreadable; recreating it from the files" in caplog.text
+
+
 def test_index_catches_up_with_writes_of_another_process(tmp_path: Path) -> None:
     first, second = make(tmp_path), make(tmp_path)
     first.create_fact("likes ramen", user_id="u")

@@ -68,6 +68,7 @@ if TYPE_CHECKING:
     from deerflow.agents.memory.backends.deermem.deermem.core.index import (
         IndexedFact,
         RetrievalIndex,
+        SearchHit,
     )
     from deerflow.agents.memory.backends.deermem.deermem.embeddings import Embedder
     from deerflow.agents.memory.backends.deermem.deermem.pipeline.writer import MemoryWriter
@@ -255,7 +256,7 @@ class DeerMemMemoryManager(MemoryManager):
             self._context_cache.clear()
         snapshot = self._storage.reload(user_id, agent_name)
         # Files edited by hand leave the revision alone, so the index would not see the edit.
-        self._index.mark_dirty(safe_user_id(snapshot.user_id))
+        self._with_index(lambda index: index.mark_dirty(safe_user_id(snapshot.user_id)))
         return self._views.document(snapshot)
 
     def get_context(
@@ -327,17 +328,21 @@ class DeerMemMemoryManager(MemoryManager):
         bucket = bucket_name(agent_name)
         # Reading only the hits keeps a user's first search from parsing the whole bucket.
         revision, _ = self._storage.load_facts(user_id, agent_name, ())
-        if self._index.indexed_revision(user_key) != revision:
-            self._reindex_user(self._storage.load(user_id, agent_name))
-        hits = self._index.search(
-            user_key,
-            bucket,
-            query,
-            category=category,
-            limit=top_k,
-            semantic_weight=self._config.retrieval_semantic_weight,
-            thread_context=self._config.retrieval_thread_context,
-        )
+
+        def lookup(index: RetrievalIndex) -> list[SearchHit]:
+            if index.indexed_revision(user_key) != revision:
+                self._reindex_user(index, self._storage.load(user_id, agent_name))
+            return index.search(
+                user_key,
+                bucket,
+                query,
+                category=category,
+                limit=top_k,
+                semantic_weight=self._config.retrieval_semantic_weight,
+                thread_context=self._config.retrieval_thread_context,
+            )
+
+        hits = self._with_index(lookup)
         _, records = self._storage.load_facts(user_id, agent_name, [h.fact_id for h in hits])
         # A hit missing from the files means the index ran ahead; it heals on the next commit.
         found = [hit for hit in hits if hit.fact_id in records]
@@ -569,7 +574,7 @@ class DeerMemMemoryManager(MemoryManager):
                 revision, records = storage.scan(user_id)
                 yield safe_user_id(user_id), revision, map(IndexedFact.from_record, records)
 
-        return self._index.rebuild(users(), progress=progress)
+        return self._with_index(lambda index: index.rebuild(users(), progress=progress))
 
     def export_markdown(
         self, destination: Path, *, user_id: str | None = None, agent_name: str | None = None
@@ -730,36 +735,70 @@ class DeerMemMemoryManager(MemoryManager):
         return result
 
     def _update_index(self, user_key: str, result: CommitResult) -> None:
-        from deerflow.agents.memory.backends.deermem.deermem.core.index import IndexedFact
+        from deerflow.agents.memory.backends.deermem.deermem.core.index import (
+            IndexCorruptionError,
+            IndexedFact,
+        )
         from deerflow.agents.memory.backends.deermem.deermem.embeddings import EmbeddingError
 
         try:
-            self._index.apply(
-                user_key,
-                result.revision,
-                [IndexedFact.from_record(record) for record in result.upserted],
-                list(result.deleted),
+            self._with_index(
+                lambda index: index.apply(
+                    user_key,
+                    result.revision,
+                    [IndexedFact.from_record(record) for record in result.upserted],
+                    list(result.deleted),
+                )
             )
-        except (sqlite3.Error, EmbeddingError):
-            # The files are the truth and the commit has happened; the index catches up on the
-            # next search of this user (which raises if the embedding model is still broken).
+        except (sqlite3.Error, EmbeddingError, IndexCorruptionError):
+            # The files are the truth and the commit has happened: it must not be reported as
+            # failed. The update is one transaction, so the user's indexed revision stayed
+            # behind, and the next search of this user rebuilds the rows (and raises if the
+            # embedding model, or the index, is still broken then).
             logger.warning(
-                "retrieval index update failed for %s; marked dirty", user_key, exc_info=True
+                "retrieval index update failed for %s; its next search rebuilds it",
+                user_key,
+                exc_info=True,
             )
-            self._index.mark_dirty(user_key)
+
+    def _with_index(self, use: Callable[[RetrievalIndex], T]) -> T:
+        """`use(index)`; an index found unreadable while open is recreated from nothing (it is
+        derived: each user is rebuilt from the files at its next search) and `use` runs again."""
+        from deerflow.agents.memory.backends.deermem.deermem.core.index import (
+            IndexCorruptionError,
+            RetrievalIndex,
+        )
+
+        index = self._index
+        try:
+            return use(index)
+        except IndexCorruptionError:
+            with self._index_lock:
+                if self._opened_index is index:
+                    logger.warning(
+                        "retrieval index %s is unreadable; recreating it from the files",
+                        index.path,
+                    )
+                    index.close()
+                    self._opened_index = RetrievalIndex.reset(index.path, self._embedder)
+            return use(self._index)
 
     def _query_similarities(self, snapshot: MemorySnapshot, query: str) -> dict[str, float] | None:
         """Each fact's cosine similarity to `query` from the index; None without embeddings."""
         if self._embedder is None:
             return None
         user_key = safe_user_id(snapshot.user_id)
-        if self._index.indexed_revision(user_key) != snapshot.revision:
-            self._reindex_user(snapshot)
-        return self._index.similarities(user_key, snapshot.bucket, query)
 
-    def _reindex_user(self, snapshot: MemorySnapshot) -> None:
+        def lookup(index: RetrievalIndex) -> dict[str, float]:
+            if index.indexed_revision(user_key) != snapshot.revision:
+                self._reindex_user(index, snapshot)
+            return index.similarities(user_key, snapshot.bucket, query)
+
+        return self._with_index(lookup)
+
+    def _reindex_user(self, index: RetrievalIndex, snapshot: MemorySnapshot) -> None:
         user_key = safe_user_id(snapshot.user_id)
-        self._index.replace_user(user_key, snapshot.revision, self._user_facts(snapshot))
+        index.replace_user(user_key, snapshot.revision, self._user_facts(snapshot))
 
     def _user_facts(self, snapshot: MemorySnapshot) -> Iterator[IndexedFact]:
         from deerflow.agents.memory.backends.deermem.deermem.core.index import IndexedFact
