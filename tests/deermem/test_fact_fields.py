@@ -272,3 +272,46 @@ def test_search_finds_a_hand_edit_after_reload(manager: DeerMemMemoryManager) ->
     manager.reload_memory(user_id="u")
     assert manager.search("tea", user_id="u") == []
     assert [f["id"] for f in manager.search("espresso", user_id="u")] == [fact_id]
+
+
+def test_an_agent_s_history_shows_neither_another_agent_s_facts_nor_takes_a_bad_limit(
+    manager: DeerMemMemoryManager,
+) -> None:
+    manager.import_memory(
+        {
+            "user": {"workContext": {"summary": "Platform team"}},
+            "facts": [{"content": "codename Falcon"}],
+        },
+        user_id="u",
+    )
+    [entry] = manager.get_history(user_id="u", agent_name="coder")  # the shared summaries
+    assert entry["after"]["summaries"] == {"user": {"workContext": "Platform team"}}
+    assert entry["before"]["facts"] == entry["after"]["facts"] == []
+    [own] = manager.get_history(user_id="u")
+    assert [f["content"] for f in own["after"]["facts"]] == ["codename Falcon"]
+    for limit in (0, -1, True, 1.5):
+        with pytest.raises(ValueError, match="limit: must be a positive integer"):
+            manager.get_history(user_id="u", limit=limit)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        '{"change_id": "chg_x", "broken": true}',
+        '["chg_x"]',
+        '{"change_id": "c", "at": "", "actor": "", "reason": "", "revision": 2, '
+        '"before": {"summaries": {}, "facts": [{"agent": "a"}]}, '
+        '"after": {"summaries": {}, "facts": []}}',
+    ],
+)
+def test_an_audit_line_of_the_wrong_shape_is_corruption(
+    manager: DeerMemMemoryManager, line: str
+) -> None:
+    from deerflow.agents.memory.manager import MemoryCorruptionError
+
+    manager.create_fact("Drinks tea", user_id="u")
+    history = Path(manager.backend_config["storage_path"]) / "users" / "u" / "history.jsonl"
+    with history.open("a") as handle:
+        handle.write(line + "\n")
+    with pytest.raises(MemoryCorruptionError, match=r"history\.jsonl:2: "):
+        manager.get_history(user_id="u")

@@ -21,11 +21,11 @@ def touches_bucket(entry: Mapping[str, Any], bucket: str) -> bool:
     )
 
 
-def _facts(side: Mapping[str, Any], user_id: str) -> list[dict[str, Any]]:
+def _facts(side: Mapping[str, Any], user_id: str, bucket: str | None) -> list[dict[str, Any]]:
     return [
         public_fact(_parse(fact, user_id)) | {"agent_name": fact["agent"]}
         for fact in side["facts"]
-        if fact["file"] is not None
+        if fact["file"] is not None and bucket in (None, fact["agent"])
     ]
 
 
@@ -34,8 +34,11 @@ def _parse(fact: Mapping[str, Any], user_id: str) -> dict[str, Any]:
     return parse_fact(fact["file"].encode("utf-8"), path, user_id=user_id, bucket=fact["agent"])
 
 
-def public_entry(entry: Mapping[str, Any], user_id: str) -> dict[str, Any]:
-    """An audit entry with the facts on each side as fact dicts instead of file text."""
+def public_entry(
+    entry: Mapping[str, Any], user_id: str, bucket: str | None = None
+) -> dict[str, Any]:
+    """An audit entry with the facts on each side as fact dicts instead of file text: only
+    those of `bucket` when given (an agent sees the shared summaries, not others' facts)."""
     return {
         "change_id": entry["change_id"],
         "at": entry["at"],
@@ -45,11 +48,11 @@ def public_entry(entry: Mapping[str, Any], user_id: str) -> dict[str, Any]:
         "reverts": entry.get("reverts"),
         "before": {
             "summaries": entry["before"]["summaries"],
-            "facts": _facts(entry["before"], user_id),
+            "facts": _facts(entry["before"], user_id, bucket),
         },
         "after": {
             "summaries": entry["after"]["summaries"],
-            "facts": _facts(entry["after"], user_id),
+            "facts": _facts(entry["after"], user_id, bucket),
         },
     }
 

@@ -528,10 +528,12 @@ class DeerMemMemoryManager(MemoryManager):
             touches_bucket,
         )
 
+        if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
+            raise ValueError(f"limit: must be a positive integer, got {limit!r}")
         bucket = bucket_name(agent_name)
         raw_user = DEFAULT_USER if user_id is None else user_id
         entries = [e for e in self._storage.read_history(raw_user) if touches_bucket(e, bucket)]
-        return [public_entry(entry, raw_user) for entry in reversed(entries[-limit:])]
+        return [public_entry(entry, raw_user, bucket) for entry in reversed(entries[-limit:])]
 
     def revert_change(self, change_id: str, *, user_id: str | None = None) -> dict[str, Any]:
         from deerflow.agents.memory.backends.deermem.deermem.history import (

@@ -235,7 +235,7 @@ class FileMemoryStorage(MemoryStorage):
             entries = []
             for number, line in enumerate(paths.history.read_bytes().splitlines(), 1):
                 try:
-                    entries.append(json.loads(line))
+                    entries.append(_history_entry(line))
                 except ValueError as exc:
                     raise MemoryCorruptionError(f"{paths.history}:{number}: {exc}") from exc
             return entries
@@ -682,6 +682,45 @@ def _history_side(
             for key, data in files.items()
         ],
     }
+
+
+_ENTRY_KEYS: Final = ("change_id", "at", "actor", "reason", "revision", "before", "after")
+
+
+def _history_entry(line: bytes) -> dict[str, Any]:
+    """One line of the audit log, checked to have the shape `_commit` writes.
+
+    Raises:
+        ValueError: naming what is wrong with it.
+    """
+    entry = json.loads(line)
+    if not isinstance(entry, dict):
+        raise ValueError("not an audit entry (not a JSON object)")
+    if missing := [key for key in _ENTRY_KEYS if key not in entry]:
+        raise ValueError(f"not an audit entry (without {', '.join(missing)})")
+    sides = entry["before"], entry["after"]
+    for name, side in zip(("before", "after"), sides, strict=True):
+        if not (
+            isinstance(side, dict)
+            and isinstance(side.get("summaries"), dict)
+            and isinstance(side.get("facts"), list)
+            and all(map(_is_history_fact, side["facts"]))
+        ):
+            raise ValueError(f"{name}: not one side of a change")
+    if [(f["agent"], f["id"]) for f in sides[0]["facts"]] != [
+        (f["agent"], f["id"]) for f in sides[1]["facts"]
+    ]:
+        raise ValueError("before and after name different facts")
+    return entry
+
+
+def _is_history_fact(fact: Any) -> bool:
+    return (
+        isinstance(fact, dict)
+        and isinstance(fact.get("agent"), str)
+        and isinstance(fact.get("id"), str)
+        and isinstance(fact.get("file"), str | None)
+    )
 
 
 def _fact_files(facts_dir: Path) -> Iterator[str]:
