@@ -8,8 +8,12 @@ give every backend the same validation, so bad input is refused alike everywhere
 from __future__ import annotations
 
 import math
+import re
+import unicodedata
 from datetime import UTC, datetime
 from typing import Any, Final, NotRequired, TypedDict
+
+from deerflow.agents.memory.identity import is_valid_unicode
 
 __all__ = [
     "FACT_CATEGORIES",
@@ -19,6 +23,7 @@ __all__ = [
     "MemoryDocument",
     "Section",
     "empty_document",
+    "searchable_query",
     "utc_now",
     "validate_category",
     "validate_confidence",
@@ -40,6 +45,9 @@ FACT_CATEGORIES: Final = (
 USER_SECTIONS: Final = ("workContext", "personalContext", "topOfMind")
 HISTORY_SECTIONS: Final = ("recentMonths", "earlierContext", "longTermBackground")
 DOCUMENT_VERSION: Final = "2.0"
+# C0 and C1 control characters other than tab and line feed.
+_CONTROL: Final = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+_UNSEARCHABLE: Final = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\ud800-\udfff]")
 
 
 class Section(TypedDict):
@@ -91,10 +99,35 @@ def empty_document(now: str | None = None) -> MemoryDocument:
 
 
 def validate_content(content: Any) -> str:
-    """Return the stripped content, or raise `ValueError` if it is not non-empty text."""
-    if not isinstance(content, str) or not content.strip():
+    """Return the content stripped, with its line breaks as `\n`.
+
+    Raises:
+        ValueError: it is not text, holds nothing visible (only spaces, zero-width or control
+            characters), holds a control character other than a line break or a tab (which
+            could drive a terminal that shows it), or is not valid Unicode.
+    """
+    if not isinstance(content, str):
         raise ValueError("content: must be non-empty text")
-    return content.strip()
+    text = content.replace("\r\n", "\n").replace("\r", "\n").strip()
+    if control := _CONTROL.search(text):
+        raise ValueError(f"content: holds the control character U+{ord(control[0]):04X}")
+    if not any(unicodedata.category(char)[0] not in "CZ" for char in text):
+        raise ValueError("content: must be non-empty text (it has nothing visible)")
+    if not is_valid_unicode(text):
+        raise ValueError("content: must be valid Unicode text (it holds a lone surrogate)")
+    return text
+
+
+def searchable_query(query: Any) -> str:
+    """`query` without the characters no stored fact can hold (control characters, lone
+    surrogates), which would otherwise reach the search engine.
+
+    Raises:
+        ValueError: it is not text.
+    """
+    if not isinstance(query, str):
+        raise ValueError(f"query: must be text, got {type(query).__name__}")
+    return _UNSEARCHABLE.sub(" ", query)
 
 
 def validate_category(category: Any) -> str:

@@ -12,7 +12,14 @@ import hashlib
 import re
 from typing import Final
 
-__all__ = ["DEFAULT_USER", "MAX_ID_LENGTH", "checked_id", "checked_user_id", "slug_with_digest"]
+__all__ = [
+    "DEFAULT_USER",
+    "MAX_ID_LENGTH",
+    "checked_id",
+    "checked_user_id",
+    "is_valid_unicode",
+    "slug_with_digest",
+]
 
 DEFAULT_USER: Final = "default"
 MAX_ID_LENGTH: Final = 1024
@@ -26,15 +33,27 @@ def checked_id(value: object, name: str) -> str:
     """Return `value` when it can name stored memory.
 
     Raises:
-        ValueError: naming `name`: not text, empty, longer than 1024 characters, or with NUL.
+        ValueError: naming `name`: not text, empty or only whitespace, longer than 1024
+            characters, with NUL, or not valid Unicode (a lone surrogate).
     """
-    if not isinstance(value, str) or not value:
+    if not isinstance(value, str) or not value.strip():
         raise ValueError(f"{name}: must be non-empty text")
     if len(value) > MAX_ID_LENGTH:
         raise ValueError(f"{name}: longer than {MAX_ID_LENGTH} characters")
     if "\x00" in value:
         raise ValueError(f"{name}: must not contain NUL")
+    if not is_valid_unicode(value):
+        raise ValueError(f"{name}: must be valid Unicode text (it holds a lone surrogate)")
     return value
+
+
+def is_valid_unicode(text: str) -> bool:
+    """Whether `text` can be written as UTF-8: Python strings may hold lone surrogates."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def checked_user_id(user_id: str | None) -> str:

@@ -114,7 +114,7 @@ def _record(raw: Any, number: int, snapshot: MemorySnapshot, now: str) -> dict[s
     except ValueError as exc:
         raise ValueError(f"{where}.{exc}") from None
     fact_id = raw.get("id")
-    if not (isinstance(fact_id, str) and FACT_ID_PATTERN.match(fact_id)):
+    if not (isinstance(fact_id, str) and FACT_ID_PATTERN.fullmatch(fact_id)):
         existing = next(
             (
                 f["id"]

@@ -12,7 +12,7 @@ import operator
 import sqlite3
 import threading
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Final, Self, TypeVar
@@ -58,6 +58,7 @@ from deerflow.agents.memory.manager import (
     MemoryManager,
     MemoryMode,
     MemoryUnsupportedError,
+    searchable_query,
     utc_now,
     validate_category,
     validate_confidence,
@@ -89,6 +90,8 @@ MAX_ATTEMPTS: Final = 5
 WRITE_TURN_STRIPES: Final = 64
 CONTEXT_CACHE_SIZE: Final = 4096
 T = TypeVar("T")
+# What a cached context text was made from: the bucket's facts and the two summary parts.
+_ContextSource = tuple[Mapping[str, Any], Mapping[str, Any], Mapping[str, Any]]
 
 
 class DeerMemMemoryManager(MemoryManager):
@@ -107,8 +110,10 @@ class DeerMemMemoryManager(MemoryManager):
     _built_writer: MemoryWriter | None = PrivateAttr(default=None)
     _writer_lock: threading.Lock = PrivateAttr(default_factory=threading.Lock)
     _usage: FactUsage = PrivateAttr()
-    # (user, bucket) → (revision, text): the last injection text, reused while nothing changed.
-    _context_cache: dict[tuple[str, str], tuple[int, str]] = PrivateAttr(default_factory=dict)
+    # (user, bucket) → (source, text): the last injection text, reused while nothing changed.
+    _context_cache: dict[tuple[str, str], tuple[_ContextSource, str]] = PrivateAttr(
+        default_factory=dict
+    )
     _cache_lock: threading.Lock = PrivateAttr(default_factory=threading.Lock)
     _write_turns: tuple[threading.Lock, ...] = PrivateAttr(
         default_factory=lambda: tuple(threading.Lock() for _ in range(WRITE_TURN_STRIPES))
@@ -206,7 +211,7 @@ class DeerMemMemoryManager(MemoryManager):
         trace_id: str | None = None,
     ) -> None:
         """Filter the conversation and queue it durably; extraction runs after the debounce."""
-        bucket_name(agent_name)  # refuse a bad agent name now, not in the worker
+        _refuse_bad_scope(user_id, agent_name)
         self._writer.add(
             thread_id,
             messages,
@@ -225,7 +230,7 @@ class DeerMemMemoryManager(MemoryManager):
         user_id: str | None = None,
     ) -> None:
         """Queue for extraction at once (before summarisation drops these messages)."""
-        bucket_name(agent_name)
+        _refuse_bad_scope(user_id, agent_name)
         self._writer.add(
             thread_id, messages, user_id=user_id, agent_name=agent_name, trace_id=None, urgent=True
         )
@@ -267,13 +272,17 @@ class DeerMemMemoryManager(MemoryManager):
         thread_id: str | None = None,
         query: str | None = None,
     ) -> str:
+        query = None if query is None else searchable_query(query)
         snapshot = self._storage.load(user_id, agent_name)
         relevant = bool(query and query.strip() and self._config.retrieval_relevance_enabled)
         key = (safe_user_id(snapshot.user_id), snapshot.bucket)
+        # The storage hands out the same objects while the files are unchanged, and new ones
+        # when they change, a hand edit that leaves the revision alone included.
+        source = (snapshot.facts, snapshot.summaries["user"], snapshot.summaries["history"])
         if not relevant:
             with self._cache_lock:
                 cached = self._context_cache.get(key)
-            if cached is not None and cached[0] == snapshot.revision:
+            if cached is not None and all(map(operator.is_, cached[0], source)):
                 return cached[1]
         entries = self._views.by_confidence(snapshot)
         if relevant:
@@ -308,7 +317,7 @@ class DeerMemMemoryManager(MemoryManager):
             with self._cache_lock:
                 if len(self._context_cache) >= CONTEXT_CACHE_SIZE:
                     self._context_cache.clear()
-                self._context_cache[key] = (snapshot.revision, text)
+                self._context_cache[key] = (source, text)
         return text
 
     def search(
@@ -320,6 +329,7 @@ class DeerMemMemoryManager(MemoryManager):
         agent_name: str | None = None,
         category: str | None = None,
     ) -> list[dict[str, Any]]:
+        query = searchable_query(query)
         if isinstance(top_k, bool) or not isinstance(top_k, int) or top_k < 1:
             raise ValueError(f"top_k: must be a positive integer, got {top_k!r}")
         if category is not None:
@@ -808,6 +818,17 @@ class DeerMemMemoryManager(MemoryManager):
         for bucket in snapshot.buckets:
             records = self._storage.load(snapshot.user_id, _agent(bucket)).facts.values()
             yield from map(IndexedFact.from_record, records)
+
+
+def _refuse_bad_scope(user_id: str | None, agent_name: str | None) -> None:
+    """Refuse a bad user id or agent name when it is queued: in the worker, an item that can
+    never be written would stay queued for ever.
+
+    Raises:
+        ValueError: naming the bad id.
+    """
+    safe_user_id(user_id)
+    bucket_name(agent_name)
 
 
 def _agent(bucket: str) -> str | None:

@@ -587,7 +587,7 @@ def _record(raw: Any, bucket: str, new_id: str) -> dict[str, Any]:
         record["categoryExtension"] = category
         category = "other"
     fact_id = raw.get("id")
-    if not (isinstance(fact_id, str) and FACT_ID_PATTERN.match(fact_id)):
+    if not (isinstance(fact_id, str) and FACT_ID_PATTERN.fullmatch(fact_id)):
         if fact_id is not None:
             record["legacyId"] = fact_id
         fact_id = new_id

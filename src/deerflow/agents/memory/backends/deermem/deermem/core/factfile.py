@@ -146,8 +146,9 @@ def _check(record: dict[str, Any], path: str | Path, *, user_id: str, bucket: st
 
 
 def _content_of(body: str) -> str:
-    """The body without its `# title` line: what the user said the fact is."""
-    lines = body.strip().splitlines()
+    """The body without its `# title` line: what the user said the fact is. Split at `\n`
+    only: the content may hold other line breaks (U+2028, ...) that must come back as they are."""
+    lines = body.strip().split("\n")
     if lines and lines[0].startswith("# ") and len(lines) > 1:
         lines = lines[1:]
     elif lines and lines[0].startswith("# "):

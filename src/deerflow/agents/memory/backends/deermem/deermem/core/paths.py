@@ -15,6 +15,7 @@ __all__ = [
     "DEFAULT_AGENT",
     "DEFAULT_USER",
     "FACT_ID_PATTERN",
+    "MAX_AGENT_NAME_LENGTH",
     "UserPaths",
     "bucket_name",
     "safe_user_id",
@@ -25,6 +26,8 @@ __all__ = [
 AGENT_NAME_PATTERN: Final = re.compile(r"^[A-Za-z0-9-]+$")
 FACT_ID_PATTERN: Final = re.compile(r"^fact_[0-9a-f]{8,64}$")
 DEFAULT_AGENT: Final = "__default__"
+# An agent's bucket is a directory named after it, kept well within file-name limits.
+MAX_AGENT_NAME_LENGTH: Final = 128
 
 _SAFE_USER_ID = re.compile(r"^[A-Za-z0-9_-]+$")
 
@@ -39,7 +42,7 @@ def safe_user_id(user_id: str | None) -> str:
         ValueError: an empty id, one longer than 1024 characters, or one containing NUL.
     """
     raw = checked_user_id(user_id)
-    if _SAFE_USER_ID.match(raw) and len(raw) <= 64:
+    if _SAFE_USER_ID.fullmatch(raw) and len(raw) <= 64:
         return raw
     return slug_with_digest(raw, ".", "user")
 
@@ -48,21 +51,24 @@ def bucket_name(agent_name: str | None) -> str:
     """The fact bucket of an agent: lower-cased, or `__default__` when omitted.
 
     Raises:
-        ValueError: a name that does not match `AGENT_NAME_PATTERN`.
+        ValueError: a name that does not match `AGENT_NAME_PATTERN`, or is longer than
+            `MAX_AGENT_NAME_LENGTH`.
     """
     if agent_name is None:
         return DEFAULT_AGENT
-    if not isinstance(agent_name, str) or not AGENT_NAME_PATTERN.match(agent_name):
+    if not isinstance(agent_name, str) or not AGENT_NAME_PATTERN.fullmatch(agent_name):
         raise ValueError(
             f"agent_name: {agent_name!r} must match {AGENT_NAME_PATTERN.pattern} "
             "(letters, digits and hyphens)"
         )
+    if len(agent_name) > MAX_AGENT_NAME_LENGTH:
+        raise ValueError(f"agent_name: longer than {MAX_AGENT_NAME_LENGTH} characters")
     return agent_name.lower()
 
 
 def validate_fact_id(fact_id: str) -> str:
     """Return `fact_id`, or raise `ValueError` if it could not be a DeerMem fact id."""
-    if not isinstance(fact_id, str) or not FACT_ID_PATTERN.match(fact_id):
+    if not isinstance(fact_id, str) or not FACT_ID_PATTERN.fullmatch(fact_id):
         raise ValueError(f"fact_id: {fact_id!r} is not a fact id (fact_ followed by hex)")
     return fact_id
 

@@ -34,7 +34,7 @@ __all__ = ["KeptRecord", "RecordCache", "signature"]
 
 RACY_SECONDS: Final = 2.0
 # Part of each row: rows of another format are ignored. Change it with what `parse_fact` returns.
-FORMAT: Final = 1
+FORMAT: Final = 2  # 2: content split at \n only (other line breaks kept)
 MIGRATIONS: Final[tuple[tuple[str, ...], ...]] = (
     (
         "CREATE TABLE buckets (user_key TEXT NOT NULL, bucket TEXT NOT NULL,"

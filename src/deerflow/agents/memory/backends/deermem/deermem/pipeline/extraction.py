@@ -47,6 +47,7 @@ from deerflow.agents.memory.manager import (
     FACT_CATEGORIES,
     MemoryCallbacks,
     import_object,
+    validate_content,
 )
 
 __all__ = [
@@ -97,6 +98,13 @@ def _text(value: Any, reason: str = "bad_field") -> str:
     if not isinstance(value, str) or not value.strip():
         raise _Rejected(reason)
     return value.strip()
+
+
+def _content(value: Any) -> str:
+    try:
+        return validate_content(value)
+    except ValueError:
+        raise _Rejected("content") from None
 
 
 def _optional_text(value: Any) -> str | None:
@@ -159,7 +167,7 @@ def _new_fact(item: Any) -> NewFact:
         raise _Rejected("bad_field")
     labels = _labels(item, checked=_KEPT)
     return NewFact(
-        content=_text(item.get("content"), "content"),
+        content=_content(item.get("content")),
         category=_category(item.get("category")),
         confidence=_confidence(item.get("confidence")),
         labels=labels,
@@ -234,7 +242,7 @@ class _Gate:
         labels = _labels(item, checked=_KEPT)
         return Consolidation(
             sources,
-            _text(item.get("content"), "content"),
+            _content(item.get("content")),
             _category(item.get("category")),
             _confidence(item.get("confidence")),
             labels,
