@@ -26,7 +26,7 @@ import json
 import os
 import zlib
 from dataclasses import dataclass
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any, BinaryIO
 
 from deerflow.agents.memory.backends.deermem.deermem.core.atomic import (
@@ -119,18 +119,22 @@ class Journal:
     def _parse(cls, path: Path, data: bytes) -> Journal:
         try:
             record = json.loads(data)
-            return cls(
+            journal = cls(
                 operation_id=record["operationId"],
                 previous_revision=int(record["previousRevision"]),
                 next_revision=int(record["nextRevision"]),
                 entries=tuple(
-                    JournalEntry(e["path"], _decode(e["before"])) for e in record["entries"]
+                    JournalEntry(_inside(e["path"]), _decode(e["before"]))
+                    for e in record["entries"]
                 ),
                 history_line=_decode(record["historyLine"]) or b"",
                 history_size=record.get("historySize"),
             )
+            if not journal.history_line.strip():
+                raise ValueError("no audit line")
         except (ValueError, KeyError, TypeError) as exc:
             raise MemoryCorruptionError(f"{path}: unreadable commit journal: {exc}") from exc
+        return journal
 
     def recover(self, user_dir: Path, journal_path: Path, current_revision: int) -> None:
         """Finish or undo the interrupted commit, remove the temp files it left, then mark the
@@ -198,6 +202,14 @@ def _has_line(path: Path, line: bytes) -> bool:
     wanted = line.rstrip(b"\n")
     with open(path, "rb") as handle:
         return any(existing.rstrip(b"\n") == wanted for existing in handle)
+
+
+def _inside(path: Any) -> str:
+    """`path` if it names a file inside the user's directory, as the commit wrote it."""
+    parts = PurePosixPath(path).parts if isinstance(path, str) else ()
+    if not parts or parts[0] == "/" or ".." in parts:
+        raise ValueError(f"entry path {path!r} is not inside the user's directory")
+    return str(path)
 
 
 def _encode(data: bytes | None) -> str | None:

@@ -19,6 +19,7 @@ __all__ = [
     "UserPaths",
     "bucket_name",
     "safe_user_id",
+    "shard_of",
     "user_paths",
     "validate_fact_id",
 ]
@@ -73,6 +74,11 @@ def validate_fact_id(fact_id: str) -> str:
     return fact_id
 
 
+def shard_of(fact_id: str) -> str:
+    """The folder of a fact's file under its bucket's `facts/`: 2 hex of its id's SHA-256."""
+    return hashlib.sha256(fact_id.encode("utf-8")).hexdigest()[:2]
+
+
 class UserPaths:
     """Every path of one user's memory under the storage root."""
 
@@ -90,8 +96,7 @@ class UserPaths:
         return self.agents / bucket / "facts"
 
     def fact_file(self, bucket: str, fact_id: str) -> Path:
-        shard = hashlib.sha256(fact_id.encode("ascii")).hexdigest()[:2]
-        return self.facts_dir(bucket) / shard / f"{fact_id}.md"
+        return self.facts_dir(bucket) / shard_of(fact_id) / f"{fact_id}.md"
 
     def metadata_dir(self, bucket: str) -> Path:
         return self.agents / bucket / ".metadata"

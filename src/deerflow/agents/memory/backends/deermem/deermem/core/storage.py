@@ -42,6 +42,7 @@ from deerflow.agents.memory.backends.deermem.deermem.core.paths import (
     UserPaths,
     bucket_name,
     safe_user_id,
+    shard_of,
     user_paths,
 )
 from deerflow.agents.memory.backends.deermem.deermem.core.record_cache import (
@@ -248,7 +249,7 @@ class FileMemoryStorage(MemoryStorage):
         for directory in sorted(users.iterdir()):
             paths = user_paths(self.root, directory.name)
             if paths.manifest.exists():
-                user_id = json.loads(paths.manifest.read_bytes()).get("userId")
+                user_id = self._read_manifest(paths).document.get("userId")
                 if isinstance(user_id, str):
                     yield user_id
                 elif "." not in directory.name:  # a plain id is its own directory name
@@ -303,8 +304,7 @@ class FileMemoryStorage(MemoryStorage):
             return known
         try:
             document = json.loads(raw)
-            if not isinstance(document, dict) or not isinstance(document.get("revision"), int):
-                raise ValueError("not a memory document with an integer revision")
+            _check_manifest(document)
         except ValueError as exc:
             raise MemoryCorruptionError(f"{paths.manifest}: unreadable: {exc}") from exc
         return self._remember(paths.user_key, _Manifest(raw, document))
@@ -684,6 +684,23 @@ def _history_side(
     }
 
 
+# The summary sections of SPEC §5.2, by part.
+_SUMMARY_SECTIONS: Final = {part: tuple(empty_document()[part]) for part in ("user", "history")}
+
+
+def _check_manifest(document: Any) -> None:
+    """Raise `ValueError` naming what makes `document` other than a `memory.json` (SPEC §5.2)."""
+    if not isinstance(document, dict) or not isinstance(document.get("revision"), int):
+        raise ValueError("not a memory document with an integer revision")
+    for part, sections in _SUMMARY_SECTIONS.items():
+        if not isinstance(document.get(part), dict):
+            raise ValueError(f"{part}: not an object of summaries")
+        for section in sections:
+            entry = document[part].get(section)
+            if not isinstance(entry, dict) or not isinstance(entry.get("summary"), str):
+                raise ValueError(f"{part}.{section}: not a summary ({{summary, updatedAt}})")
+
+
 _ENTRY_KEYS: Final = ("change_id", "at", "actor", "reason", "revision", "before", "after")
 
 
@@ -730,9 +747,26 @@ def _fact_files(facts_dir: Path) -> Iterator[str]:
     reindex about half a second."""
     if not facts_dir.is_dir():
         return
-    for shard in sorted(entry.path for entry in os.scandir(facts_dir) if entry.is_dir()):
-        names = (name for name in os.listdir(shard) if name.startswith("fact_"))
-        yield from (os.path.join(shard, name) for name in sorted(names) if name.endswith(".md"))
+    shards = []
+    for entry in os.scandir(facts_dir):
+        if entry.is_dir():
+            shards.append(entry.path)
+        elif _is_fact_name(entry.name):
+            raise MemoryCorruptionError(f"{entry.path}: a fact file outside any shard folder")
+    for shard in sorted(shards):
+        folder = os.path.basename(shard)
+        for name in sorted(filter(_is_fact_name, os.listdir(shard))):
+            path = os.path.join(shard, name)
+            # Writes find a fact by the folder its id gives: one elsewhere could not be changed.
+            if (wanted := shard_of(name[:-3])) != folder:
+                raise MemoryCorruptionError(
+                    f"{path}: in shard folder {folder}, but its id's folder is {wanted}"
+                )
+            yield path
+
+
+def _is_fact_name(name: str) -> bool:
+    return name.startswith("fact_") and name.endswith(".md")
 
 
 def _buckets_of(paths: UserPaths) -> tuple[str, ...]:

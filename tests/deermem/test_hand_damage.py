@@ -1,0 +1,107 @@
+"""Files damaged or misplaced by hand: each read names the file as corrupt and leaves it alone;
+an edit that keeps the revision is still seen."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from deerflow.agents.memory.backends.deermem import DeerMemMemoryManager
+from deerflow.agents.memory.backends.deermem.deermem.core.journal import Journal, JournalEntry
+from deerflow.agents.memory.backends.deermem.deermem.core.paths import shard_of
+from deerflow.agents.memory.manager import MemoryCorruptionError
+
+
+@pytest.fixture
+def manager(tmp_path: Path) -> DeerMemMemoryManager:
+    return DeerMemMemoryManager.from_config({"storage_path": str(tmp_path)})
+
+
+def user_dir(manager: DeerMemMemoryManager) -> Path:
+    return Path(manager.backend_config["storage_path"]) / "users" / "u"
+
+
+def fresh(manager: DeerMemMemoryManager) -> DeerMemMemoryManager:
+    return DeerMemMemoryManager.from_config(dict(manager.backend_config))
+
+
+@pytest.mark.parametrize("where", ["another shard", "no shard"])
+def test_a_fact_file_outside_its_shard_folder_is_corruption(
+    manager: DeerMemMemoryManager, where: str
+) -> None:
+    _, fact_id = manager.create_fact("Drinks tea", user_id="u")
+    assert fact_id
+    [path] = user_dir(manager).rglob(f"{fact_id}.md")
+    other = "00" if shard_of(fact_id) != "00" else "01"
+    folder = path.parent.parent / other if where == "another shard" else path.parent.parent
+    folder.mkdir(exist_ok=True)
+    moved = path.rename(folder / path.name)
+    data = moved.read_bytes()
+    for reader in (fresh(manager), manager):
+        with pytest.raises(MemoryCorruptionError, match=re.escape(str(moved))):
+            reader.reload_memory(user_id="u")
+    with pytest.raises(MemoryCorruptionError):
+        manager.clear_memory(user_id="u")
+    assert moved.read_bytes() == data
+
+
+@pytest.mark.parametrize(
+    "edit",
+    [
+        lambda d: d.pop("history"),
+        lambda d: d.update(user={"workContext": "I work at ACME"}),
+        lambda d: d.update(user=[]),
+        lambda d: d["history"].pop("recentMonths"),
+    ],
+)
+def test_a_memory_json_of_the_wrong_shape_is_corruption_before_any_write(
+    manager: DeerMemMemoryManager, edit: object
+) -> None:
+    manager.create_fact("Drinks tea", user_id="u")
+    manifest = user_dir(manager) / "memory.json"
+    document = json.loads(manifest.read_text())
+    edit(document)  # type: ignore[operator]
+    manifest.write_text(json.dumps(document))
+    data = manifest.read_bytes()
+    for call in (
+        lambda: manager.get_context("u"),
+        lambda: manager.create_fact("Lives in Porto", user_id="u"),
+        lambda: fresh(manager).reindex(),
+    ):
+        with pytest.raises(MemoryCorruptionError, match=r"memory\.json: unreadable"):
+            call()
+    assert manifest.read_bytes() == data
+
+
+def test_a_summary_edited_by_hand_without_a_new_revision_reaches_the_context(
+    manager: DeerMemMemoryManager,
+) -> None:
+    manager.import_memory({"user": {"workContext": {"summary": "Works at Initech"}}}, user_id="u")
+    assert "Initech" in manager.get_context("u")
+    manifest = user_dir(manager) / "memory.json"
+    manifest.write_text(manifest.read_text().replace("Initech", "ACME Corp"))
+    assert "ACME Corp" in manager.get_context("u")
+
+
+@pytest.mark.parametrize("entry", ["../outside.md", "/tmp/outside.md", ""])
+def test_a_pending_journal_naming_a_file_outside_the_user_is_refused(
+    manager: DeerMemMemoryManager, tmp_path: Path, entry: str
+) -> None:
+    manager.create_fact("Drinks tea", user_id="u")
+    outside = tmp_path / "users" / "outside.md"
+    outside.write_bytes(b"not memory")
+    revision = manager.get_memory(user_id="u")["revision"]
+    Journal(
+        operation_id="chg_x",
+        previous_revision=revision,
+        next_revision=revision + 1,
+        entries=(JournalEntry(entry, None),),
+        history_line=b'{"change_id": "chg_x"}\n',
+        history_size=0,
+    ).write(user_dir(manager) / ".journal.json")
+    with pytest.raises(MemoryCorruptionError, match="not inside the user's directory"):
+        fresh(manager).get_memory(user_id="u")
+    assert outside.read_bytes() == b"not memory"
