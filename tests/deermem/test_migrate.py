@@ -440,3 +440,24 @@ def test_a_malformed_legacy_document_is_refused(
     with pytest.raises(MigrationError, match=problem):
         wired(tmp_path).load(None, None)
     assert (tmp_path / "memory.json").exists()
+
+
+def test_a_bucket_over_max_facts_is_refused_rather_than_cut_at_the_next_write(
+    tmp_path: Path,
+) -> None:
+    facts = [v1_fact(f"Uses Vim number {n}", fact_id=None) for n in range(12)]
+    write_json(tmp_path / "agents" / "coder" / "memory.json", v1_document(*facts))
+    before = tree(tmp_path)
+    report = migrate(tmp_path, storage_at(tmp_path, max_facts=10))
+    assert "bucket coder: 12 facts exceed max_facts=10" in str(report.users[0].error)
+    assert tree(tmp_path) == before
+    report = migrate(tmp_path, storage_at(tmp_path, max_facts=12))
+    assert report.ok
+    assert len(storage_at(tmp_path).load(None, "coder").facts) == 12
+
+
+def test_a_secret_in_a_legacy_fact_s_source_error_aborts(tmp_path: Path) -> None:
+    bad = v1_fact("Use pnpm", sourceError=SECRET)
+    write_json(tmp_path / "memory.json", v1_document(bad))
+    report = migrate(tmp_path, storage_at(tmp_path))
+    assert "sourceError looks like" in str(report.users[0].error)

@@ -383,7 +383,9 @@ def _migrate_user(storage: FileMemoryStorage, user_id: str, *, dry_run: bool) ->
     with held, _migrating(storage, paths.user_key):
         if not dry_run and paths.journal.exists():
             storage.reload(user_id, None)  # finish or undo an interrupted commit first
-        plan = _Plan.build(paths, user_id, _sources_of(storage.root, user_id))
+        plan = _Plan.build(
+            paths, user_id, _sources_of(storage.root, user_id), storage.config.max_facts
+        )
         if plan.problems:
             raise MigrationError(user_id, plan.problems)
         if not dry_run and plan.sources:
@@ -411,7 +413,9 @@ class _Plan:
         self.report = UserMigration(self.user_id, sources=[s.path for s in self.sources])
 
     @classmethod
-    def build(cls, paths: UserPaths, user_id: str, sources: list[LegacySource]) -> _Plan:
+    def build(
+        cls, paths: UserPaths, user_id: str, sources: list[LegacySource], max_facts: int
+    ) -> _Plan:
         replaces = any(source.kind == "user" for source in sources)
         manifest = None if replaces or not paths.manifest.exists() else paths.manifest.read_bytes()
         document = _json_object(manifest) if manifest is not None else None
@@ -422,7 +426,19 @@ class _Plan:
         plan = cls(user_id, sources, replaces, revision, _texts(document))
         for source in sources:
             plan._add(source, paths)
+        plan._check_capacity(max_facts)
         return plan
+
+    def _check_capacity(self, max_facts: int) -> None:
+        """A bucket over `max_facts` would lose its excess to eviction at its next write."""
+        for bucket, stored in self.stored.items():
+            total = len(stored) + sum(1 for key in self.upserts if key[0] == bucket)
+            if total > max_facts:
+                self.problems.append(
+                    f"bucket {bucket}: {total} facts exceed max_facts={max_facts}, and the next "
+                    "write would evict the rest; raise max_facts (at most 500) or remove facts "
+                    "from the legacy file, then migrate again"
+                )
 
     def _add(self, source: LegacySource, paths: UserPaths) -> None:
         try:
