@@ -672,3 +672,25 @@ def test_every_memory_command_is_documented() -> None:
     assert len(names) >= 13
     missing = [name for name in names if f"`{name}" not in docs]
     assert not missing, f"undocumented in docs/cli.md: {missing}"
+
+
+def test_facts_add_at_capacity_names_the_facts_it_evicted(
+    tmp_path: Path, config_file: Path
+) -> None:
+    config_file.write_text(config_file.read_text() + "    max_facts: 10\n", encoding="utf-8")
+    manager = build_memory_manager(load_config(config_file).memory)
+    for n in range(10):
+        manager.create_fact(f"Uses tool number {n}", confidence=0.5 + n / 100)
+    manager.close()
+
+    def run(*args: str) -> Result:
+        return CliRunner().invoke(app, ["memory", *args, "-c", str(config_file)], env=WIDE)
+
+    result = run("facts", "add", "Prefers pnpm", "--confidence", "0.9", "--json")
+    assert result.exit_code == 0, result.output
+    [evicted] = json.loads(result.stdout)["evicted"]
+    assert evicted["content"] == "Uses tool number 0"
+    result = run("facts", "add", "Prefers uv", "--confidence", "0.9")
+    assert result.exit_code == 0, result.output
+    assert "evicted fact_" in result.stdout
+    assert "Uses tool number 1" in result.stdout

@@ -108,17 +108,36 @@ def facts_add(
     agent: AgentOption = None,
     json_output: JsonOption = False,
 ) -> None:
-    """Store one fact (`create_fact`). Refused for duplicates and secret-looking content."""
+    """Store one fact (`create_fact`). Refused for duplicates and secret-looking content; at
+    capacity, the facts the capacity policy evicted to make room are listed."""
     with memory_session(config, json_output=json_output) as manager:
+        before = _facts_by_id(manager, user, agent)
         document, fact_id = manager.create_fact(
             content, category, confidence, user_id=user, agent_name=agent
         )
+    kept = {fact["id"] for fact in document["facts"]}
+    evicted = [fact for fact_id_, fact in sorted(before.items()) if fact_id_ not in kept]
     if json_output:
-        render.print_json({"fact_id": fact_id, "fact": _fact(document, fact_id)})
-    elif fact_id is None:
-        render.stdout().print("not stored as a new fact (merged into an existing one)")
+        render.print_json(
+            {"fact_id": fact_id, "fact": _fact(document, fact_id), "evicted": evicted}
+        )
+        return
+    out = render.stdout()
+    if fact_id is None:
+        out.print("not stored as a new fact (merged into an existing one)")
     else:
-        render.stdout().print(f"added {fact_id}")
+        out.print(f"added {fact_id}")
+    for fact in evicted:
+        out.print(f"evicted {fact['id']} to stay within max_facts: {escape(fact['content'])}")
+
+
+def _facts_by_id(manager: Any, user: str, agent: str | None) -> dict[str, dict[str, Any]]:
+    """The bucket's facts by id; none when the backend cannot list them."""
+    try:
+        document = manager.get_memory(user_id=user, agent_name=agent)
+    except MemoryUnsupportedError:
+        return {}
+    return {fact["id"]: fact for fact in document["facts"]}
 
 
 @facts_app.command("edit")
