@@ -694,3 +694,15 @@ def test_facts_add_at_capacity_names_the_facts_it_evicted(
     assert result.exit_code == 0, result.output
     assert "evicted fact_" in result.stdout
     assert "Uses tool number 1" in result.stdout
+
+
+def test_messages_stay_one_line_when_output_is_not_a_terminal(config_file: Path) -> None:
+    long_content = "Prefers " + "very " * 30 + "long facts"
+    narrow = {"COLUMNS": "80"}
+    result = CliRunner().invoke(
+        app,
+        ["memory", "facts", "add", long_content, "--category", "gossip", "-c", str(config_file)],
+        env=narrow,
+    )
+    assert result.exit_code == 2
+    assert len(result.stderr.strip().splitlines()) == 1, result.stderr

@@ -327,7 +327,8 @@ def audit(
 ) -> None:
     """Report duplicates, stale facts, secrets and missing provenance per agent bucket (DeerMem).
 
-    Read-only. Covers every bucket of the user that holds facts.
+    Changes nothing (but a first read migrates an old single-file layout, as every command's
+    does). Covers every bucket of the user that holds facts.
     """
     with memory_session(config, json_output=json_output) as manager:
         if not isinstance(manager, Auditable):

@@ -45,12 +45,14 @@ SUMMARY_LABELS: Final = {
 }
 
 
+# Lines are not wrapped at the terminal's width (80 columns when output is not a terminal): a
+# message stays one line for `grep` and for scripts reading stderr. Tables still fit the width.
 def stdout() -> Console:
-    return Console(highlight=False)
+    return Console(highlight=False, soft_wrap=True)
 
 
 def stderr() -> Console:
-    return Console(stderr=True, highlight=False)
+    return Console(stderr=True, highlight=False, soft_wrap=True)
 
 
 def print_json(value: Any) -> None:
