@@ -315,3 +315,34 @@ def test_an_audit_line_of_the_wrong_shape_is_corruption(
         handle.write(line + "\n")
     with pytest.raises(MemoryCorruptionError, match=r"history\.jsonl:2: "):
         manager.get_history(user_id="u")
+
+
+def test_revert_refuses_to_restore_a_fact_stored_again_since(
+    manager: DeerMemMemoryManager,
+) -> None:
+    from deerflow.agents.memory.manager import DuplicateFactError
+
+    _, fact_id = manager.create_fact("Drinks tea", user_id="u")
+    assert fact_id
+    manager.delete_fact(fact_id, user_id="u")
+    deletion = manager.get_history(user_id="u", limit=1)[0]["change_id"]
+    manager.create_fact("drinks  TEA", user_id="u")
+    before = state(manager)
+    with pytest.raises(DuplicateFactError):
+        manager.revert_change(deletion, user_id="u")
+    assert state(manager) == before
+
+
+def test_revert_refuses_to_overfill_a_bucket(tmp_path: Path) -> None:
+    manager = DeerMemMemoryManager.from_config({"storage_path": str(tmp_path), "max_facts": 10})
+    ids = [manager.create_fact(f"Uses tool {n}", user_id="u")[1] for n in range(10)]
+    manager.delete_fact(ids[0] or "", user_id="u")
+    deletion = manager.get_history(user_id="u", limit=1)[0]["change_id"]
+    manager.create_fact("Uses tool 10", user_id="u")
+    before = state(manager)
+    with pytest.raises(ValueError, match="would hold 11 facts, over max_facts=10"):
+        manager.revert_change(deletion, user_id="u")
+    assert state(manager) == before
+    manager.delete_fact(ids[1] or "", user_id="u")
+    manager.revert_change(deletion, user_id="u")  # room again
+    assert len(state(manager)[1]) == 10

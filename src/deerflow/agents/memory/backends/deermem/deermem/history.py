@@ -8,9 +8,10 @@ from typing import Any
 
 from deerflow.agents.memory.backends.deermem.deermem.core.changes import ChangeSet, FactKey
 from deerflow.agents.memory.backends.deermem.deermem.core.factfile import parse_fact, public_fact
+from deerflow.agents.memory.backends.deermem.deermem.governance import normalized, refuse_duplicate
 from deerflow.agents.memory.manager import MemoryConflictError
 
-__all__ = ["public_entry", "revert_changes", "touches_bucket"]
+__all__ = ["check_restorable", "public_entry", "revert_changes", "touches_bucket"]
 
 
 def touches_bucket(entry: Mapping[str, Any], bucket: str) -> bool:
@@ -100,6 +101,47 @@ def revert_changes(
         expected_files=expected_files,
         reverts=change_id,
     )
+
+
+def check_restorable(
+    changes: ChangeSet,
+    user_id: str,
+    buckets: Mapping[str, Mapping[str, Mapping[str, Any]]],
+    max_facts: int,
+) -> None:
+    """Refuse an undo whose restored facts would overfill a bucket or repeat a stored fact.
+
+    Args:
+        changes: the undo, from `revert_changes`.
+        user_id: the user it belongs to.
+        buckets: the current facts of each bucket it touches, by id.
+        max_facts: the capacity of a bucket.
+
+    Raises:
+        ValueError: a bucket would hold more than `max_facts` facts (and more than it holds).
+        DuplicateFactError: a restored fact says exactly what another fact of its bucket says.
+    """
+    for bucket, current in buckets.items():
+        writes = {i: data for (b, i), data in changes.raw_writes.items() if b == bucket}
+        after = {i: f for i, f in current.items() if i not in writes}
+        restored = {
+            fact_id: parse_fact(
+                data, Path(bucket) / f"{fact_id}.md", user_id=user_id, bucket=bucket
+            )
+            for fact_id, data in writes.items()
+            if data is not None
+        }
+        if len(after) + len(restored) > max(max_facts, len(current)):
+            raise ValueError(
+                f"revert refused: bucket {bucket} would hold {len(after) + len(restored)} facts, "
+                f"over max_facts={max_facts}; delete facts first"
+            )
+        ids = list(after)
+        texts = [normalized(f["content"]) for f in after.values()]
+        for fact_id, record in restored.items():
+            refuse_duplicate(ids, texts, record["content"])
+            ids.append(fact_id)
+            texts.append(normalized(record["content"]))
 
 
 def _file_bytes(fact: Mapping[str, Any]) -> bytes | None:

@@ -547,6 +547,7 @@ class DeerMemMemoryManager(MemoryManager):
 
     def revert_change(self, change_id: str, *, user_id: str | None = None) -> dict[str, Any]:
         from deerflow.agents.memory.backends.deermem.deermem.history import (
+            check_restorable,
             public_entry,
             revert_changes,
         )
@@ -558,6 +559,13 @@ class DeerMemMemoryManager(MemoryManager):
             entries = self._storage.read_history(raw_user)
             changes = revert_changes(
                 entries, change_id, raw_user, snapshot.revision, snapshot.summaries
+            )
+            buckets = {bucket for bucket, _ in changes.raw_writes}
+            check_restorable(
+                changes,
+                raw_user,
+                {b: self._storage.load(raw_user, _agent(b)).facts for b in sorted(buckets)},
+                self._config.max_facts,
             )
             result = self._commit(raw_user, changes)
             recorded = next(
