@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import subprocess
 import sys
@@ -706,3 +707,28 @@ def test_messages_stay_one_line_when_output_is_not_a_terminal(config_file: Path)
     )
     assert result.exit_code == 2
     assert len(result.stderr.strip().splitlines()) == 1, result.stderr
+
+
+def test_migrate_counts_the_users_it_migrated(
+    config_file: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    done: list[int] = []
+
+    @contextlib.contextmanager
+    def recorder(description: str, *, enabled: bool) -> Iterator[Any]:
+        yield done.append
+
+    monkeypatch.setattr(memory_cmd.render, "progress_bar", recorder)
+    store = config_file.parent / "store"
+    for agent in ("coder", "writer"):
+        legacy = store / "agents" / agent / "memory.json"
+        legacy.parent.mkdir(parents=True)
+        legacy.write_text(json.dumps({"facts": [{"content": f"{agent} fact", "confidence": 0.8}]}))
+    (store / "memory.json").write_text(
+        json.dumps({"facts": [{"content": "root fact", "confidence": 0.8}]})
+    )
+    result = CliRunner().invoke(
+        app, ["memory", "migrate", "--yes", "-c", str(config_file)], env=WIDE
+    )
+    assert result.exit_code == 0, result.output
+    assert done == [1]  # all three files belong to the default user

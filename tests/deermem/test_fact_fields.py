@@ -59,6 +59,8 @@ def test_every_optional_field_has_a_check_on_import() -> None:
         ("confirmationCount", -1),
         ("lastConfirmedAt", "last tuesday"),
         ("event_time", ["2023-05-08"]),
+        ("createdAt", "not a date"),
+        ("updatedAt", 20230508),
     ],
 )
 def test_an_import_with_a_malformed_optional_field_names_it_and_writes_nothing(

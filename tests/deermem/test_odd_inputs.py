@@ -118,3 +118,9 @@ def test_an_imported_id_with_a_trailing_newline_is_replaced(
     [stored] = manager.get_memory(user_id="u")["facts"]
     assert stored["id"] != "fact_deadbeef\n"
     assert "\n" not in stored["id"]
+
+
+def test_a_negative_zero_confidence_is_stored_as_zero(manager: DeerMemMemoryManager) -> None:
+    document, _ = manager.create_fact("Drinks tea", confidence=-0.0, user_id="u")
+    assert str(document["facts"][0]["confidence"]) == "0.0"
+    assert "-0" not in manager.get_context("u")

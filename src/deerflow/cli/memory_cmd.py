@@ -18,7 +18,7 @@ import typer
 from rich.markup import escape
 
 from deerflow.agents.memory.extensions import Auditable, MarkdownPortable, Migratable, Reindexable
-from deerflow.agents.memory.manager import MemoryUnsupportedError
+from deerflow.agents.memory.manager import FACT_CATEGORIES, MemoryUnsupportedError
 from deerflow.cli import memory_render as render
 from deerflow.cli.memory_session import confirm, memory_session
 from deerflow.cli.options import AgentOption, ConfigOption, JsonOption, UserOption, YesOption
@@ -28,6 +28,7 @@ facts_app = typer.Typer(help="Add, edit and remove single facts.", no_args_is_he
 app.add_typer(facts_app, name="facts")
 
 DEFAULT_USER: Final = "default"
+CATEGORIES: Final = ", ".join(FACT_CATEGORIES)
 
 
 # -- reading -------------------------------------------------------------------------------------
@@ -53,7 +54,7 @@ def show(
 def search(
     query: Annotated[str, typer.Argument(help="Words to look for (FTS5 syntax passes through).")],
     category: Annotated[
-        str | None, typer.Option("--category", help="Only facts of this category.")
+        str | None, typer.Option("--category", help=f"Only facts of this category: {CATEGORIES}.")
     ] = None,
     limit: Annotated[int, typer.Option("--limit", "-n", help="At most this many facts.")] = 10,
     config: ConfigOption = None,
@@ -101,7 +102,9 @@ def _fact(document: dict[str, Any], fact_id: str | None) -> dict[str, Any] | Non
 @facts_app.command("add")
 def facts_add(
     content: Annotated[str, typer.Argument(help="What to remember.")],
-    category: Annotated[str, typer.Option("--category", help="The fact's category.")] = "context",
+    category: Annotated[
+        str, typer.Option("--category", help=f"The fact's category: {CATEGORIES}.")
+    ] = "context",
     confidence: Annotated[float, typer.Option("--confidence", help="0..1.")] = 0.5,
     config: ConfigOption = None,
     user: UserOption = DEFAULT_USER,
@@ -144,7 +147,9 @@ def _facts_by_id(manager: Any, user: str, agent: str | None) -> dict[str, dict[s
 def facts_edit(
     fact_id: Annotated[str, typer.Argument(help="The fact to change (fact_…).")],
     content: Annotated[str | None, typer.Option("--content", help="New text.")] = None,
-    category: Annotated[str | None, typer.Option("--category", help="New category.")] = None,
+    category: Annotated[
+        str | None, typer.Option("--category", help=f"New category: {CATEGORIES}.")
+    ] = None,
     confidence: Annotated[float | None, typer.Option("--confidence", help="New 0..1.")] = None,
     config: ConfigOption = None,
     user: UserOption = DEFAULT_USER,
@@ -327,8 +332,9 @@ def audit(
 ) -> None:
     """Report duplicates, stale facts, secrets and missing provenance per agent bucket (DeerMem).
 
-    Changes nothing (but a first read migrates an old single-file layout, as every command's
-    does). Covers every bucket of the user that holds facts.
+    Changes nothing (but a first read migrates an old single-file layout,
+    as every command's does). Covers every bucket of the user that holds
+    facts.
     """
     with memory_session(config, json_output=json_output) as manager:
         if not isinstance(manager, Auditable):
@@ -353,8 +359,9 @@ def migrate_(
 ) -> None:
     """Migrate old single-file memory under the storage root to the current layout (DeerMem).
 
-    Each source keeps a byte-identical `.v1.bak`; each user's migration is one revertible
-    change. Exits with 1 when any user could not be migrated (the others still are).
+    Each source keeps a byte-identical `.v1.bak`; each user's migration is
+    one revertible change. Exits with 1 when any user could not be migrated
+    (the others still are).
     """
     with memory_session(config, json_output=json_output) as manager:
         if not isinstance(manager, Migratable):
@@ -363,8 +370,8 @@ def migrate_(
             legacy = manager.legacy_sources()
             if legacy:
                 confirm(f"Migrate {len(legacy)} legacy memory files?", yes=yes)
-        with render.progress_bar("migrating", enabled=not json_output):
-            report = manager.migrate(dry_run=dry_run)
+        with render.progress_bar("migrating users", enabled=not json_output) as advance:
+            report = manager.migrate(dry_run=dry_run, progress=advance)
     if json_output:
         render.print_json(report)
     elif report["users"]:

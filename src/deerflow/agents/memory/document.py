@@ -144,4 +144,4 @@ def validate_confidence(confidence: Any) -> float:
     value = float(confidence)
     if math.isnan(value) or not 0.0 <= value <= 1.0:
         raise ValueError(f"confidence: must be between 0 and 1, got {confidence!r}")
-    return value
+    return value + 0.0  # -0.0 becomes 0.0, which is how it reads back

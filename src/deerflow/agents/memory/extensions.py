@@ -45,7 +45,9 @@ class Auditable(Protocol):
 class Migratable(Protocol):
     def legacy_sources(self) -> list[str]: ...
 
-    def migrate(self, *, dry_run: bool = False) -> dict[str, Any]: ...
+    def migrate(
+        self, *, dry_run: bool = False, progress: Callable[[int], None] | None = None
+    ) -> dict[str, Any]: ...
 
 
 @runtime_checkable

@@ -110,6 +110,7 @@ def _record(raw: Any, number: int, snapshot: MemorySnapshot, now: str) -> dict[s
         content = validate_content(raw.get("content"))
         category = validate_category(raw.get("category", "context"))
         confidence = validate_confidence(raw.get("confidence", 0.5))
+        created, updated = (_given_time(raw, key) for key in ("createdAt", "updatedAt"))
         optional = _optional_fields(raw)
     except ValueError as exc:
         raise ValueError(f"{where}.{exc}") from None
@@ -128,8 +129,8 @@ def _record(raw: Any, number: int, snapshot: MemorySnapshot, now: str) -> dict[s
         "id": fact_id,
         "category": category,
         "confidence": confidence,
-        "createdAt": _text(raw.get("createdAt")) or now,
-        "updatedAt": _text(raw.get("updatedAt")) or now,
+        "createdAt": created or now,
+        "updatedAt": updated or now,
         "source": _source(raw.get("source")),
         "agent_name": snapshot.bucket,
         "content": content,
@@ -194,8 +195,15 @@ _OPTIONAL_CHECKS: Final[dict[str, Callable[[Any], Any]]] = {
 }
 
 
-def _text(value: Any) -> str | None:
-    return value if isinstance(value, str) and value else None
+def _given_time(raw: Mapping[str, Any], key: str) -> str | None:
+    """`raw[key]` checked as an ISO-8601 time; None when it is absent or empty."""
+    value = raw.get(key)
+    if value is None or value == "":
+        return None
+    try:
+        return _time(value)
+    except ValueError as exc:
+        raise ValueError(f"{key}: {exc}, got {value!r}") from None
 
 
 def _source(value: Any) -> dict[str, str | None]:

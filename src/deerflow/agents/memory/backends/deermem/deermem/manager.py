@@ -674,14 +674,17 @@ class DeerMemMemoryManager(MemoryManager):
         storage = self._file_storage("migrate")
         return [str(source.path.relative_to(storage.root)) for source in find_legacy(storage.root)]
 
-    def migrate(self, *, dry_run: bool = False) -> dict[str, Any]:
+    def migrate(
+        self, *, dry_run: bool = False, progress: Callable[[int], None] | None = None
+    ) -> dict[str, Any]:
         """Migrate every user's old single-file memory (SPEC §5.1); the report per user.
+        `progress` is called with the number of users done after each one.
 
         Raises:
             MemoryUnsupportedError: the storage is not the file storage.
         """
         storage = self._file_storage("migrate")
-        return migrate(storage.root, storage, dry_run=dry_run).as_dict()
+        return migrate(storage.root, storage, dry_run=dry_run, progress=progress).as_dict()
 
     def _file_storage(self, operation: str) -> FileMemoryStorage:
         if not isinstance(self._storage, FileMemoryStorage):

@@ -24,7 +24,7 @@ import hashlib
 import json
 import threading
 import weakref
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -260,11 +260,18 @@ def _json_object(data: bytes) -> dict[str, Any] | None:
 # -- migrating -------------------------------------------------------------------------------------
 
 
-def migrate(root: Path, storage: FileMemoryStorage, *, dry_run: bool = False) -> MigrationReport:
+def migrate(
+    root: Path,
+    storage: FileMemoryStorage,
+    *,
+    dry_run: bool = False,
+    progress: Callable[[int], None] | None = None,
+) -> MigrationReport:
     """Migrate every legacy file under `root` (the storage's root), one commit per user.
 
     A user that fails is reported with its error and left as it was; the others still migrate.
-    With `dry_run`, nothing on disk changes (not even a lock file).
+    With `dry_run`, nothing on disk changes (not even a lock file). `progress` is called with
+    the number of users done after each one.
 
     Raises:
         ValueError: `root` is not the storage's root.
@@ -292,6 +299,8 @@ def migrate(root: Path, storage: FileMemoryStorage, *, dry_run: bool = False) ->
         except (MemoryManagerError, OSError) as exc:
             paths = [source.path for source in sources]
             results.append(UserMigration(user_id, sources=paths, error=str(exc)))
+        if progress is not None:
+            progress(len(results))
     return MigrationReport(dry_run, tuple(results))
 
 
