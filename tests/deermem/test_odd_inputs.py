@@ -124,3 +124,19 @@ def test_a_negative_zero_confidence_is_stored_as_zero(manager: DeerMemMemoryMana
     document, _ = manager.create_fact("Drinks tea", confidence=-0.0, user_id="u")
     assert str(document["facts"][0]["confidence"]) == "0.0"
     assert "-0" not in manager.get_context("u")
+
+
+def test_reading_a_user_with_nothing_stored_leaves_nothing_behind(
+    manager: DeerMemMemoryManager, tmp_path: Path
+) -> None:
+    manager.create_fact("Drinks tea", user_id="u")
+    before = sorted(p.name for p in (tmp_path / "users").iterdir())
+    assert manager.get_memory(user_id="nobody")["facts"] == []
+    assert manager.get_context("nobody") == ""
+    assert manager.search("tea", user_id="nobody") == []
+    assert manager.get_history(user_id="nobody") == []
+    with pytest.raises(ValueError, match="no change"):
+        manager.revert_change("chg_0", user_id="weird user/../x")
+    manager.audit(user_id="nobody")
+    other_process(manager).reload_memory(user_id="nobody")
+    assert sorted(p.name for p in (tmp_path / "users").iterdir()) == before

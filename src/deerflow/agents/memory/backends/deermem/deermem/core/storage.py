@@ -182,17 +182,32 @@ class FileMemoryStorage(MemoryStorage):
     def _read_whole(
         self, paths: UserPaths, raw_user: str, bucket: str, *, use_kept: bool
     ) -> MemorySnapshot:
+        if _absent(paths):  # nothing stored: a read leaves no lock file (nor directory) behind
+            manifest = self._read_manifest(paths)
+            if not manifest.raw:
+                return self._cached_snapshot(paths, raw_user, bucket, manifest, {})
         with self._lock(paths).hold():
             manifest = self._recovered_manifest(paths)
             facts, to_keep = self._read_kept(paths, raw_user, bucket, use_kept)
-            read = _Bucket(manifest.raw, facts)
-            self._buckets[(paths.user_key, bucket)] = read
-            self._singles.pop((paths.user_key, bucket), None)
-            self._bucket_names.pop(paths.user_key, None)
-            snapshot = self._snapshot(paths, raw_user, bucket, manifest, read)
+            snapshot = self._cached_snapshot(paths, raw_user, bucket, manifest, facts)
         if to_keep is not None:  # the files' signatures make it valid without the lock
             self._records.put(paths.user_key, bucket, to_keep)
         return snapshot
+
+    def _cached_snapshot(
+        self,
+        paths: UserPaths,
+        raw_user: str,
+        bucket: str,
+        manifest: _Manifest,
+        facts: dict[str, Any],
+    ) -> MemorySnapshot:
+        """Cache a bucket read whole under `manifest`, and the snapshot of it."""
+        read = _Bucket(manifest.raw, facts)
+        self._buckets[(paths.user_key, bucket)] = read
+        self._singles.pop((paths.user_key, bucket), None)
+        self._bucket_names.pop(paths.user_key, None)
+        return self._snapshot(paths, raw_user, bucket, manifest, read)
 
     def load_facts(
         self, user_id: str | None, agent_name: str | None, fact_ids: Iterable[str]
@@ -209,6 +224,8 @@ class FileMemoryStorage(MemoryStorage):
         fresh = singles is not None and singles.manifest == manifest.raw
         if fresh and singles is not None and all(i in singles.facts for i in wanted):
             return manifest.revision, _pick(singles.facts, wanted)
+        if not manifest.raw and _absent(paths):
+            return manifest.revision, {}
         with self._lock(paths).hold():  # a half-done commit must be settled before reading
             manifest = self._recovered_manifest(paths)
             singles = self._singles.get(key)
@@ -229,6 +246,8 @@ class FileMemoryStorage(MemoryStorage):
     def read_history(self, user_id: str | None) -> list[dict[str, Any]]:
         paths, raw_user, _ = self._scope(user_id, None)
         migrate_if_needed(self, raw_user)
+        if _absent(paths):
+            return []
         with self._lock(paths).hold():
             self._recovered_manifest(paths)
             if not paths.history.exists():
@@ -763,6 +782,11 @@ def _fact_files(facts_dir: Path) -> Iterator[str]:
                     f"{path}: in shard folder {folder}, but its id's folder is {wanted}"
                 )
             yield path
+
+
+def _absent(paths: UserPaths) -> bool:
+    """Whether nothing of the user is stored (a user's first commit makes its directory)."""
+    return not paths.dir.is_dir()
 
 
 def _is_fact_name(name: str) -> bool:
