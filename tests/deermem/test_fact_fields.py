@@ -348,3 +348,35 @@ def test_revert_refuses_to_overfill_a_bucket(tmp_path: Path) -> None:
     manager.delete_fact(ids[1] or "", user_id="u")
     manager.revert_change(deletion, user_id="u")  # room again
     assert len(state(manager)[1]) == 10
+
+
+def test_a_markdown_export_round_trips_unknown_keys_and_the_source(
+    manager: DeerMemMemoryManager, tmp_path: Path
+) -> None:
+    from deerflow.agents.memory.backends.deermem.deermem.core.factfile import read_fact_file
+
+    _, fact_id = manager.create_fact("Owns a cat named Miso", user_id="u")
+    assert fact_id
+    path = hand_edit(manager, fact_id, "customField:\n  a:\n  - 1\n  - 2\nlegacyId: x1")
+    path.write_text(path.read_text().replace("type: manual", "type: unknown"))
+    manager.reload_memory(user_id="u")
+    before = read_fact_file(path)
+    folder = tmp_path / "export"
+    manager.export_markdown(folder, user_id="u")
+    manager.clear_memory(user_id="u")
+    manager.import_markdown(folder, user_id="u")
+    users = Path(manager.backend_config["storage_path"]) / "users"
+    [after_path] = users.rglob(f"{fact_id}.md")
+    after = read_fact_file(after_path)
+    assert after["customField"] == {"a": [1, 2]}
+    assert after["legacyId"] == "x1"
+    assert after["source"] == {"type": "unknown", "threadId": None}
+    assert after == before
+
+
+def test_a_secret_in_an_unknown_key_of_an_imported_fact_is_refused(
+    manager: DeerMemMemoryManager,
+) -> None:
+    with pytest.raises(ValueError, match=r"^facts\[0\]\.notes: refused"):
+        manager.import_memory({"facts": [fact(notes=[SECRET])]}, user_id="u")
+    assert state(manager) == (0, [])

@@ -7,6 +7,7 @@ from collections.abc import Callable, Mapping
 from typing import Any, Final
 
 from deerflow.agents.memory.backends.deermem.deermem.core.changes import ChangeSet, MemorySnapshot
+from deerflow.agents.memory.backends.deermem.deermem.core.factfile import FRONT_MATTER_ORDER
 from deerflow.agents.memory.backends.deermem.deermem.core.paths import FACT_ID_PATTERN
 from deerflow.agents.memory.backends.deermem.deermem.core.scrub import (
     refuse_fact_secrets,
@@ -33,6 +34,9 @@ _DOCUMENT_KEYS: Final = frozenset(
     {"version", "revision", "lastUpdated", "userId", "user", "history", "facts"}
 )
 _CONTENT_KEYS: Final = ("user", "history", "facts")
+# The keys of a fact dict an import reads or sets itself (the stored bookkeeping, and the score
+# a search result carries); any other key is kept in the fact's front matter.
+_KNOWN_KEYS: Final = frozenset({*FRONT_MATTER_ORDER, "content", "score"})
 
 
 def imported_changes(data: Any, snapshot: MemorySnapshot, *, max_facts: int) -> ChangeSet:
@@ -136,8 +140,35 @@ def _record(raw: Any, number: int, snapshot: MemorySnapshot, now: str) -> dict[s
         "content": content,
     }
     record.update(optional)
+    record.update(_unknown_fields(raw, where))
     refuse_fact_secrets(record, where=f"{where}.")
     return record
+
+
+def _unknown_fields(raw: Mapping[str, Any], where: str) -> dict[str, Any]:
+    """The keys SPEC §5.3 does not know, kept as they are ("unknown keys are preserved"), but
+    not a secret in their text.
+
+    Raises:
+        ValueError: a key that is not text, or text in a value that looks like a credential.
+    """
+    unknown = {key: value for key, value in raw.items() if key not in _KNOWN_KEYS}
+    for key, value in unknown.items():
+        if not isinstance(key, str) or not key.strip():
+            raise ValueError(f"{where}: a key must be non-empty text, got {key!r}")
+        for text in _texts_in(value):
+            refuse_secrets(text, field=f"{where}.{key}")
+    return unknown
+
+
+def _texts_in(value: Any) -> list[str]:
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, Mapping):
+        return [text for item in value.values() for text in _texts_in(item)]
+    if isinstance(value, list):
+        return [text for item in value for text in _texts_in(item)]
+    return []
 
 
 def _optional_fields(raw: Mapping[str, Any]) -> dict[str, Any]:
@@ -207,7 +238,11 @@ def _given_time(raw: Mapping[str, Any], key: str) -> str | None:
 
 
 def _source(value: Any) -> dict[str, str | None]:
-    """Keep the provenance an export carried: a thread id, or the kind of write."""
+    """Keep the provenance an export carried: a thread id, or the kind of write (as text, from
+    a JSON export, or as the stored mapping, from a Markdown one)."""
+    if isinstance(value, Mapping) and value.get("type") in _SOURCE_TYPES:
+        thread = value.get("threadId")
+        return {"type": value["type"], "threadId": thread if isinstance(thread, str) else None}
     if isinstance(value, str) and value and value not in _SOURCE_TYPES:
         return {"type": "conversation", "threadId": value}
     kind = value if value in _SOURCE_TYPES and value != "unknown" else "import"

@@ -27,7 +27,6 @@ from deerflow.agents.memory.backends.deermem.deermem.core.changes import (
     MemorySnapshot,
 )
 from deerflow.agents.memory.backends.deermem.deermem.core.factfile import (
-    public_fact,
     read_fact_file,
     render_fact,
 )
@@ -639,7 +638,9 @@ class DeerMemMemoryManager(MemoryManager):
         paths = sorted(facts.glob("*.md"))
         if odd := next((path for path in paths if not path.is_file()), None):
             raise ValueError(f"{odd}: not a fact file")
-        document["facts"] = [public_fact(read_fact_file(path)) for path in paths]
+        # The whole record, not the public dict: the front matter's unknown keys and the
+        # structured source come back too (the fact's scope and bookkeeping are set anew).
+        document["facts"] = [read_fact_file(path) for path in paths]
         return self.import_memory(document, user_id=user_id, agent_name=agent_name)
 
     def agent_names(self, *, user_id: str | None = None) -> list[str]:
