@@ -732,3 +732,12 @@ def test_migrate_counts_the_users_it_migrated(
     )
     assert result.exit_code == 0, result.output
     assert done == [1]  # all three files belong to the default user
+
+
+def test_clear_of_a_user_with_nothing_stored_says_so(run: Any, library: MemoryManager) -> None:
+    result = run("clear", "--yes", "--user", "nobody")
+    assert result.exit_code == 0, result.output
+    assert "nothing to clear" in result.stdout
+    add(library, "Uses zsh", user_id="somebody")
+    result = run("clear", "--yes", "--user", "somebody")
+    assert "cleared ALL memory of somebody" in result.stdout

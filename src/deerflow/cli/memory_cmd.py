@@ -274,11 +274,23 @@ def clear(
     scope = f"the facts of agent {agent}" if agent is not None else "ALL memory"
     with memory_session(config, json_output=json_output) as manager:
         confirm(f"Delete {scope} of {user}?", yes=yes)
+        revision = _revision(manager, user, agent)
         document = manager.clear_memory(user_id=user, agent_name=agent)
     if json_output:
         render.print_json(document)
+    elif revision is not None and document.get("revision") == revision:
+        render.stdout().print(f"nothing to clear: {scope} of {escape(user)} was empty already")
     else:
         render.stdout().print(f"cleared {scope} of {escape(user)}")
+
+
+def _revision(manager: Any, user: str, agent: str | None) -> int | None:
+    """The user's memory revision; None when the backend does not say."""
+    try:
+        revision = manager.get_memory(user_id=user, agent_name=agent).get("revision")
+    except MemoryUnsupportedError:
+        return None
+    return revision if isinstance(revision, int) else None
 
 
 @app.command()
