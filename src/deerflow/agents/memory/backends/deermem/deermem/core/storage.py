@@ -347,7 +347,9 @@ class FileMemoryStorage(MemoryStorage):
     def _read_bucket(self, paths: UserPaths, raw_user: str, bucket: str) -> dict[str, Any]:
         facts: dict[str, Any] = {}
         for path in _fact_files(paths.facts_dir(bucket)):
-            record = parse_fact(read_file(path), path, user_id=raw_user, bucket=bucket)
+            record = parse_fact(
+                read_file(_in_its_shard(path)), path, user_id=raw_user, bucket=bucket
+            )
             facts[record["id"]] = record
         return facts
 
@@ -372,7 +374,7 @@ class FileMemoryStorage(MemoryStorage):
                 or signature(os.stat(path)) != entry.signature
                 or entry.record.get("id") != os.path.basename(name)[:-3]  # only in a bad row
             ):
-                data, status = read_file_and_stat(path)
+                data, status = read_file_and_stat(_in_its_shard(path))
                 record = parse_fact(data, path, user_id=raw_user, bucket=bucket)
                 entry = KeptRecord(signature(status), record)
                 parsed += 1
@@ -773,15 +775,25 @@ def _fact_files(facts_dir: Path) -> Iterator[str]:
         elif _is_fact_name(entry.name):
             raise MemoryCorruptionError(f"{entry.path}: a fact file outside any shard folder")
     for shard in sorted(shards):
-        folder = os.path.basename(shard)
-        for name in sorted(filter(_is_fact_name, os.listdir(shard))):
-            path = os.path.join(shard, name)
-            # Writes find a fact by the folder its id gives: one elsewhere could not be changed.
-            if (wanted := shard_of(name[:-3])) != folder:
-                raise MemoryCorruptionError(
-                    f"{path}: in shard folder {folder}, but its id's folder is {wanted}"
-                )
-            yield path
+        yield from (
+            os.path.join(shard, name) for name in sorted(filter(_is_fact_name, os.listdir(shard)))
+        )
+
+
+def _in_its_shard(path: str) -> str:
+    """`path`, checked to sit in the shard folder its file name gives: writes find a fact by
+    that folder, so one elsewhere could never be changed. Checked where a file is parsed (a
+    kept record was checked when it was parsed, and names the folder it was read in).
+
+    Raises:
+        MemoryCorruptionError: the file is in another shard folder.
+    """
+    folder, name = os.path.split(path)
+    if (wanted := shard_of(name[:-3])) != os.path.basename(folder):
+        raise MemoryCorruptionError(
+            f"{path}: in shard folder {os.path.basename(folder)}, but its id's folder is {wanted}"
+        )
+    return path
 
 
 def _absent(paths: UserPaths) -> bool:
