@@ -13,6 +13,7 @@ import pytest
 from deerflow.agents.memory.backends.deermem import DeerMemMemoryManager
 from deerflow.agents.memory.backends.deermem.deermem import imports
 from deerflow.agents.memory.backends.deermem.deermem.core.factfile import OPTIONAL_PUBLIC_FIELDS
+from deerflow.agents.memory.backends.deermem.deermem.core.paths import shard_of
 from deerflow.agents.memory.backends.deermem.deermem.pipeline.apply import apply_extraction
 from deerflow.agents.memory.backends.deermem.deermem.pipeline.extraction import (
     Consolidation,
@@ -52,6 +53,10 @@ def test_every_optional_field_has_a_check_on_import() -> None:
         ("topics", "pnpm"),
         ("topics", ["pnpm", 3]),
         ("consolidatedFrom", [""]),
+        ("consolidatedFrom", ["sk-proj-A1b2C3d4E5f6G7h8I9j0K1l2"]),
+        ("sourceError", "used npm\x1b[2J"),
+        ("topics", ["a\ud800"]),
+        ("event_time", "2024\x00"),
         ("expected_valid_days", 0),
         ("expected_valid_days", 10**30),
         ("expected_valid_days", 2.5),
@@ -68,7 +73,7 @@ def test_an_import_with_a_malformed_optional_field_names_it_and_writes_nothing(
 ) -> None:
     manager.create_fact("Drinks tea", user_id="u")
     before = state(manager)
-    with pytest.raises(ValueError, match=rf"^facts\[1\]\.{field}: must "):
+    with pytest.raises(ValueError, match=rf"^facts\[1\]\.{field}: (must|holds) "):
         manager.import_memory({"facts": [fact(), fact(content="x", **{field: value})]}, user_id="u")
     assert state(manager) == before
 
@@ -215,7 +220,7 @@ def test_import_refuses_a_document_that_is_not_an_export(manager: DeerMemMemoryM
     assert state(manager)[1] == before[1]
 
 
-@pytest.mark.parametrize("case", ["manifest is a list", "no facts folder", "a folder named .md"])
+@pytest.mark.parametrize("case", ["manifest is a list", "no version", "a folder named .md"])
 def test_a_folder_that_is_not_a_markdown_export_is_refused(
     manager: DeerMemMemoryManager, tmp_path: Path, case: str
 ) -> None:
@@ -224,10 +229,8 @@ def test_a_folder_that_is_not_a_markdown_export_is_refused(
     manager.export_markdown(folder, user_id="u")
     if case == "manifest is a list":
         (folder / "memory.json").write_text("[]")
-    elif case == "no facts folder":
-        for path in (folder / "facts").iterdir():
-            path.unlink()
-        (folder / "facts").rmdir()
+    elif case == "no version":
+        (folder / "memory.json").write_text('{"user": {}, "history": {}}')
     else:
         (folder / "facts" / "fact_00.md").mkdir()
     before = state(manager)
@@ -377,6 +380,67 @@ def test_a_markdown_export_round_trips_unknown_keys_and_the_source(
 def test_a_secret_in_an_unknown_key_of_an_imported_fact_is_refused(
     manager: DeerMemMemoryManager,
 ) -> None:
-    with pytest.raises(ValueError, match=r"^facts\[0\]\.notes: refused"):
-        manager.import_memory({"facts": [fact(notes=[SECRET])]}, user_id="u")
+    for fields, named in [
+        ({"notes": [SECRET]}, r"notes\[0\]"),
+        ({"password": "Tr0ub4dor&3"}, "password"),
+        ({"creds": {"api_key": "Zx9QwErTyUiOp1234567890abcdEF"}}, r"creds\.api_key"),
+        ({"sk-proj-A1b2C3d4E5f6G7h8I9j0K1l2": 1}, "sk-proj-"),
+    ]:
+        with pytest.raises(ValueError, match=rf"^facts\[0\]\.{named}.*: refused"):
+            manager.import_memory({"facts": [fact(**fields)]}, user_id="u")
     assert state(manager) == (0, [])
+    for odd in (object(), float("nan"), [[[[[[[[[[[[[[[[[[[["deep"]]]]]]]]]]]]]]]]]]]]):
+        with pytest.raises(ValueError, match=r"^facts\[0\]\.odd: must be text, a number"):
+            manager.import_memory({"facts": [fact(odd=odd)]}, user_id="u")
+
+
+def test_the_audit_finds_a_secret_in_a_key_written_by_hand(manager: DeerMemMemoryManager) -> None:
+    _, fact_id = manager.create_fact("Deploys on Fridays", user_id="u")
+    assert fact_id
+    hand_edit(manager, fact_id, "note: 'password: Hunter2xyz!'")
+    [report] = manager.audit(user_id="u")
+    assert [s["id"] for s in report["secrets"]["facts"]] == [fact_id]
+
+
+def test_a_markdown_export_of_no_facts_imports_back_without_its_empty_folder(
+    manager: DeerMemMemoryManager, tmp_path: Path
+) -> None:
+    manager.import_memory({"user": {"workContext": {"summary": "Platform team"}}}, user_id="u")
+    folder = tmp_path / "export"
+    assert manager.export_markdown(folder, user_id="u") == 0
+    (folder / "facts").rmdir()  # what a zip of it gives back
+    manager.create_fact("Drinks tea", user_id="u")
+    document = manager.import_markdown(folder, user_id="u")
+    assert document["facts"] == []
+    assert document["user"]["workContext"]["summary"] == "Platform team"
+
+
+def test_update_clear_and_import_keep_or_remove_what_was_edited_or_added_by_hand(
+    manager: DeerMemMemoryManager, tmp_path: Path
+) -> None:
+    _, fact_id = manager.create_fact("Drinks tea", user_id="u")
+    assert fact_id
+    path = hand_edit(manager, fact_id, "topics:\n- tea\npinned: true")
+    manager.get_memory(user_id="u")  # cached as edited
+    path.write_text(path.read_text().replace("pinned: true", "pinned: false"))  # not reloaded
+    manager.update_fact(fact_id, confidence=0.9, user_id="u")
+    [stored] = other(manager).get_memory(user_id="u")["facts"]
+    assert (stored["topics"], stored["confidence"]) == (["tea"], 0.9)
+    assert "pinned: false" in path.read_text()
+    template = path.read_text()
+    added = "fact_00000000000000000000000000000001"
+    for doing in ("clear", "import"):
+        manager.get_memory(user_id="u")
+        target = path.parent.parent / shard_of(added) / f"{added}.md"
+        target.parent.mkdir(exist_ok=True)
+        target.write_text(template.replace(fact_id, added).replace("Drinks tea", "Added"))
+        if doing == "clear":
+            manager.clear_memory(user_id="u")
+        else:
+            manager.import_memory({"facts": [{"content": "Likes jazz"}]}, user_id="u")
+        contents = [f["content"] for f in other(manager).get_memory(user_id="u")["facts"]]
+        assert contents == ([] if doing == "clear" else ["Likes jazz"])
+
+
+def other(manager: DeerMemMemoryManager) -> DeerMemMemoryManager:
+    return DeerMemMemoryManager.from_config(dict(manager.backend_config))

@@ -109,9 +109,10 @@ def typed(value: Any) -> Any:
 
 
 def pyyaml(text: str) -> tuple[Any, ...]:
-    """What python-frontmatter and PyYAML make of a file: (metadata, body), or the error type."""
+    """What python-frontmatter and PyYAML make of a file: (metadata, body), or the error type.
+    PyYAML's safe loader, less aliases (`test_an_alias_is_refused`)."""
     try:
-        post = frontmatter.loads(text)
+        post = frontmatter.loads(text, handler=front_matter._handler())
     except yaml.YAMLError as exc:
         return ("error", "YAMLError", str(exc))
     except (ValueError, TypeError) as exc:
@@ -383,3 +384,22 @@ def test_the_subset_refuses_exactly_what_pyyaml_calls_unprintable_and_the_other_
     unprintable = set(yaml.reader.Reader.NON_PRINTABLE.findall(every))
     refused = set(front_matter._OUTSIDE.findall(every))
     assert refused == unprintable | set("\t\r\x85\u2028\u2029\ufeff")
+
+
+def test_an_alias_is_refused_and_an_anchor_alone_is_read() -> None:
+    """A few hundred bytes of nested aliases expand into gigabytes: a Markdown import's bomb."""
+    bomb = "a: &a [x, x, x, x, x, x, x, x, x]\n" + "".join(
+        f"{chr(98 + n)}: &{chr(98 + n)} [{', '.join([f'*{chr(97 + n)}'] * 9)}]\n" for n in range(8)
+    )
+    with pytest.raises(FrontMatterError, match="aliases"):
+        read_front_matter(f"---\nid: x\n{bomb}---\nbody", KEYS)
+    assert read_front_matter("---\nid: x\nsourceError: &a kept\n---\nbody", KEYS)[0] == {
+        "id": "x",
+        "sourceError": "kept",
+    }
+
+
+def test_a_front_matter_nested_too_deeply_is_unreadable_not_a_crash() -> None:
+    deep = "[" * 5000 + "]" * 5000
+    with pytest.raises(FrontMatterError, match="nest"):
+        read_front_matter(f"---\nid: x\nsourceError: {deep}\n---\nbody", KEYS)

@@ -86,7 +86,9 @@ def test_a_summary_edited_by_hand_without_a_new_revision_reaches_the_context(
     assert "ACME Corp" in manager.get_context("u")
 
 
-@pytest.mark.parametrize("entry", ["../outside.md", "/tmp/outside.md", ""])
+@pytest.mark.parametrize(
+    "entry", ["../outside.md", "/tmp/outside.md", "//tmp/outside.md", "", "a\x00b"]
+)
 def test_a_pending_journal_naming_a_file_outside_the_user_is_refused(
     manager: DeerMemMemoryManager, tmp_path: Path, entry: str
 ) -> None:

@@ -140,3 +140,13 @@ def test_reading_a_user_with_nothing_stored_leaves_nothing_behind(
     manager.audit(user_id="nobody")
     other_process(manager).reload_memory(user_id="nobody")
     assert sorted(p.name for p in (tmp_path / "users").iterdir()) == before
+
+
+@pytest.mark.parametrize("thread_id", ["", "t\ud800", "a\x00b", None, 3])
+def test_bad_thread_ids_are_refused_when_queued(
+    manager: DeerMemMemoryManager, thread_id: Any
+) -> None:
+    with pytest.raises(ValueError, match="^thread_id: "):
+        manager.add(thread_id, [], user_id="u")
+    with pytest.raises(ValueError, match="^thread_id: "):
+        manager.add_nowait(thread_id, [], user_id="u")

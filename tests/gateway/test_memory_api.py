@@ -359,7 +359,12 @@ def zip_of(files: dict[str, bytes]) -> bytes:
         (zip_of({"memory.json": b"{}", "../../escape.md": b"x"}), "unexpected file"),
         (zip_of({"facts/fact_0123456789abcdef.md": b"x"}), "no memory.json"),
         (
-            zip_of({"memory.json": b"{}", "facts/fact_0123456789abcdef.md": b"no front matter"}),
+            zip_of(
+                {
+                    "memory.json": b'{"version": "2.0"}',
+                    "facts/fact_0123456789abcdef.md": b"no front matter",
+                }
+            ),
             "fact",
         ),
         (b"PK\x03\x04 truncated", "not a zip"),

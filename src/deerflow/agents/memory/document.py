@@ -22,6 +22,7 @@ __all__ = [
     "Fact",
     "MemoryDocument",
     "Section",
+    "checked_text",
     "empty_document",
     "searchable_query",
     "utc_now",
@@ -99,22 +100,35 @@ def empty_document(now: str | None = None) -> MemoryDocument:
 
 
 def validate_content(content: Any) -> str:
-    """Return the content stripped, with its line breaks as `\n`.
+    """Return the content as `checked_text` gives it.
 
     Raises:
-        ValueError: it is not text, holds nothing visible (only spaces, zero-width or control
-            characters), holds a control character other than a line break or a tab (which
-            could drive a terminal that shows it), or is not valid Unicode.
+        ValueError: `content: ...`, as `checked_text`.
     """
-    if not isinstance(content, str):
-        raise ValueError("content: must be non-empty text")
-    text = content.replace("\r\n", "\n").replace("\r", "\n").strip()
+    try:
+        return checked_text(content)
+    except ValueError as exc:
+        raise ValueError(f"content: {exc}") from None
+
+
+def checked_text(value: Any) -> str:
+    """Stored text (a fact's content or any text field beside it): stripped, line breaks as
+    `\n`.
+
+    Raises:
+        ValueError: saying why: not text, nothing visible (only spaces, zero-width or control
+            characters), a control character other than a line break or a tab (which could
+            drive a terminal that shows it), or not valid Unicode.
+    """
+    if not isinstance(value, str):
+        raise ValueError("must be non-empty text")
+    text = value.replace("\r\n", "\n").replace("\r", "\n").strip()
     if control := _CONTROL.search(text):
-        raise ValueError(f"content: holds the control character U+{ord(control[0]):04X}")
+        raise ValueError(f"holds the control character U+{ord(control[0]):04X}")
     if not any(unicodedata.category(char)[0] not in "CZ" for char in text):
-        raise ValueError("content: must be non-empty text (it has nothing visible)")
+        raise ValueError("must be non-empty text (it has nothing visible)")
     if not is_valid_unicode(text):
-        raise ValueError("content: must be valid Unicode text (it holds a lone surrogate)")
+        raise ValueError("must be valid Unicode text (it holds a lone surrogate)")
     return text
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import uuid
 from collections.abc import Callable, Mapping
 from typing import Any, Final
@@ -19,6 +20,7 @@ from deerflow.agents.memory.backends.deermem.deermem.governance import (
     parse_time,
 )
 from deerflow.agents.memory.manager import (
+    checked_text,
     utc_now,
     validate_category,
     validate_confidence,
@@ -37,6 +39,7 @@ _CONTENT_KEYS: Final = ("user", "history", "facts")
 # The keys of a fact dict an import reads or sets itself (the stored bookkeeping, and the score
 # a search result carries); any other key is kept in the fact's front matter.
 _KNOWN_KEYS: Final = frozenset({*FRONT_MATTER_ORDER, "content", "score"})
+MAX_NESTING: Final = 16
 
 
 def imported_changes(data: Any, snapshot: MemorySnapshot, *, max_facts: int) -> ChangeSet:
@@ -146,29 +149,44 @@ def _record(raw: Any, number: int, snapshot: MemorySnapshot, now: str) -> dict[s
 
 
 def _unknown_fields(raw: Mapping[str, Any], where: str) -> dict[str, Any]:
-    """The keys SPEC §5.3 does not know, kept as they are ("unknown keys are preserved"), but
-    not a secret in their text.
+    """The keys SPEC §5.3 does not know, kept as they are ("unknown keys are preserved"); their
+    text is scanned for secrets with the rest of the fact (`refuse_fact_secrets`).
 
     Raises:
-        ValueError: a key that is not text, or text in a value that looks like a credential.
+        ValueError: a key that is not text, or a value JSON could not hold.
     """
     unknown = {key: value for key, value in raw.items() if key not in _KNOWN_KEYS}
     for key, value in unknown.items():
         if not isinstance(key, str) or not key.strip():
             raise ValueError(f"{where}: a key must be non-empty text, got {key!r}")
-        for text in _texts_in(value):
-            refuse_secrets(text, field=f"{where}.{key}")
+        if not _plain_json(value):
+            raise ValueError(
+                f"{where}.{key}: must be text, a number, true, false, null, or lists and objects "
+                f"of those nested at most {MAX_NESTING} deep"
+            )
     return unknown
 
 
-def _texts_in(value: Any) -> list[str]:
+def _plain_json(value: Any, depth: int = 0) -> bool:
+    """Whether `value` is what a JSON document holds (and so what YAML front matter can),
+    nested at most `MAX_NESTING` deep."""
+    if depth > MAX_NESTING:
+        return False
     if isinstance(value, str):
-        return [value]
-    if isinstance(value, Mapping):
-        return [text for item in value.values() for text in _texts_in(item)]
+        try:
+            value.encode("utf-8")  # a lone surrogate cannot be written
+        except UnicodeEncodeError:
+            return False
+        return True
+    if value is None or isinstance(value, bool | int):
+        return True
+    if isinstance(value, float):
+        return math.isfinite(value)
     if isinstance(value, list):
-        return [text for item in value for text in _texts_in(item)]
-    return []
+        return all(_plain_json(item, depth + 1) for item in value)
+    if isinstance(value, Mapping):
+        return all(isinstance(k, str) and _plain_json(v, depth + 1) for k, v in value.items())
+    return False
 
 
 def _optional_fields(raw: Mapping[str, Any]) -> dict[str, Any]:
@@ -188,10 +206,12 @@ def _optional_fields(raw: Mapping[str, Any]) -> dict[str, Any]:
     return fields
 
 
-def _nonempty_text(value: Any) -> str:
-    if not isinstance(value, str) or not value.strip():
-        raise ValueError("must be non-empty text")
-    return value.strip()
+def _fact_ids(value: Any) -> list[str]:
+    if not isinstance(value, list) or not all(
+        isinstance(item, str) and FACT_ID_PATTERN.fullmatch(item) for item in value
+    ):
+        raise ValueError("must be a list of fact ids")
+    return list(value)
 
 
 def _time(value: Any) -> str:
@@ -210,19 +230,19 @@ def _positive_int(limit: int) -> Callable[[Any], int]:
 
 
 def _texts(value: Any) -> list[str]:
-    if not isinstance(value, list) or not all(isinstance(v, str) and v.strip() for v in value):
+    if not isinstance(value, list):
         raise ValueError("must be a list of non-empty texts")
-    return [item.strip() for item in value]
+    return [checked_text(item) for item in value]
 
 
 _OPTIONAL_CHECKS: Final[dict[str, Callable[[Any], Any]]] = {
-    "sourceError": _nonempty_text,
+    "sourceError": checked_text,
     "expected_valid_days": _positive_int(MAX_VALID_DAYS),
     "lastConfirmedAt": _time,
     "confirmationCount": _positive_int(2**31 - 1),
-    "consolidatedFrom": _texts,
+    "consolidatedFrom": _fact_ids,
     "topics": _texts,
-    "event_time": _nonempty_text,
+    "event_time": checked_text,
 }
 
 

@@ -57,6 +57,7 @@ from deerflow.agents.memory.manager import (
     MemoryManager,
     MemoryMode,
     MemoryUnsupportedError,
+    checked_id,
     searchable_query,
     utc_now,
     validate_category,
@@ -210,7 +211,7 @@ class DeerMemMemoryManager(MemoryManager):
         trace_id: str | None = None,
     ) -> None:
         """Filter the conversation and queue it durably; extraction runs after the debounce."""
-        _refuse_bad_scope(user_id, agent_name)
+        _refuse_bad_scope(thread_id, user_id, agent_name)
         self._writer.add(
             thread_id,
             messages,
@@ -229,7 +230,7 @@ class DeerMemMemoryManager(MemoryManager):
         user_id: str | None = None,
     ) -> None:
         """Queue for extraction at once (before summarisation drops these messages)."""
-        _refuse_bad_scope(user_id, agent_name)
+        _refuse_bad_scope(thread_id, user_id, agent_name)
         self._writer.add(
             thread_id, messages, user_id=user_id, agent_name=agent_name, trace_id=None, urgent=True
         )
@@ -488,10 +489,11 @@ class DeerMemMemoryManager(MemoryManager):
         def attempt() -> dict[str, Any]:
             snapshot = self._storage.load(user_id, agent_name)
             buckets = [snapshot.bucket] if agent_name is not None else list(snapshot.buckets)
+            # Read from the files, not the cache: a fact file added by hand must go too.
             deletes = [
                 (bucket, fact_id)
                 for bucket in buckets
-                for fact_id in self._storage.load(user_id, _agent(bucket)).facts
+                for fact_id in self._storage.reload(user_id, _agent(bucket)).facts
             ]
             summaries = (
                 {}
@@ -520,7 +522,7 @@ class DeerMemMemoryManager(MemoryManager):
         from deerflow.agents.memory.backends.deermem.deermem.imports import imported_changes
 
         def attempt() -> dict[str, Any]:
-            snapshot = self._storage.load(user_id, agent_name)
+            snapshot = self._storage.reload(user_id, agent_name)  # hand-added files go too
             changes = imported_changes(data, snapshot, max_facts=self._config.max_facts)
             self._commit(snapshot.user_id, changes)
             return self.get_memory(user_id=user_id, agent_name=agent_name)
@@ -625,22 +627,22 @@ class DeerMemMemoryManager(MemoryManager):
         """
         manifest = source / "memory.json"
         if not manifest.is_file():
-            raise ValueError(f"{source}: not a DeerMem Markdown export (no memory.json)")
+            raise ValueError("not a DeerMem Markdown export (no memory.json)")
         try:
             document = json.loads(manifest.read_text(encoding="utf-8"))
-        except ValueError as exc:
-            raise ValueError(f"{manifest}: {exc}") from None
-        if not isinstance(document, dict):
-            raise ValueError(f"{manifest}: not a DeerMem Markdown export (not a JSON object)")
-        facts = source / "facts"
-        if not facts.is_dir():  # an export always has one: its absence would empty the bucket
-            raise ValueError(f"{source}: not a DeerMem Markdown export (no facts folder)")
-        paths = sorted(facts.glob("*.md"))
+        except (ValueError, RecursionError) as exc:
+            raise ValueError(f"memory.json: unreadable: {exc}") from None
+        # `export_markdown` writes a version; without one this is some other memory.json, and
+        # reading it as an export without facts would empty the bucket. (A zip of an export
+        # of no facts has no `facts` folder: zips keep files, not empty folders.)
+        if not isinstance(document, dict) or "version" not in document:
+            raise ValueError("not a DeerMem Markdown export (memory.json has no version)")
+        paths = sorted((source / "facts").glob("*.md"))
         if odd := next((path for path in paths if not path.is_file()), None):
-            raise ValueError(f"{odd}: not a fact file")
+            raise ValueError(f"facts/{odd.name}: not a fact file")
         # The whole record, not the public dict: the front matter's unknown keys and the
         # structured source come back too (the fact's scope and bookkeeping are set anew).
-        document["facts"] = [read_fact_file(path) for path in paths]
+        document["facts"] = [read_fact_file(path, shown=f"facts/{path.name}") for path in paths]
         return self.import_memory(document, user_id=user_id, agent_name=agent_name)
 
     def agent_names(self, *, user_id: str | None = None) -> list[str]:
@@ -832,13 +834,14 @@ class DeerMemMemoryManager(MemoryManager):
             yield from map(IndexedFact.from_record, records)
 
 
-def _refuse_bad_scope(user_id: str | None, agent_name: str | None) -> None:
-    """Refuse a bad user id or agent name when it is queued: in the worker, an item that can
-    never be written would stay queued for ever.
+def _refuse_bad_scope(thread_id: str, user_id: str | None, agent_name: str | None) -> None:
+    """Refuse a bad thread id, user id or agent name when it is queued: in the worker, an item
+    that can never be written would stay queued for ever.
 
     Raises:
         ValueError: naming the bad id.
     """
+    checked_id(thread_id, "thread_id")
     safe_user_id(user_id)
     bucket_name(agent_name)
 

@@ -104,20 +104,26 @@ def parse_fact(data: bytes, path: str | Path, *, user_id: str, bucket: str) -> d
     return record
 
 
-def read_fact_file(path: Path) -> dict[str, Any]:
+def read_fact_file(path: Path, *, shown: str | None = None) -> dict[str, Any]:
     """A fact file read on its own, outside any user's storage (an export being imported).
+
+    Args:
+        path: the file.
+        shown: how errors name it (a path inside the export, not the server's temp folder);
+            `path` by default.
 
     Raises:
         ValueError: the file is not a readable fact.
     """
+    name = str(path) if shown is None else shown
     data = path.read_bytes()
     try:
         meta = read_front_matter(data.decode("utf-8"), _KEYS)[0]
     except ValueError as exc:
-        raise ValueError(f"{path}: unreadable front matter: {exc}") from exc
+        raise ValueError(f"{name}: unreadable front matter: {exc}") from exc
     try:
         user_id, bucket = str(meta.get("user_id")), str(meta.get("agent_name"))
-        return parse_fact(data, path, user_id=user_id, bucket=bucket)
+        return parse_fact(data, name, user_id=user_id, bucket=bucket)
     except MemoryCorruptionError as exc:
         raise ValueError(str(exc)) from None
 

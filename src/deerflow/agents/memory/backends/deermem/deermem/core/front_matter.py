@@ -138,10 +138,30 @@ def _full(text: str) -> tuple[dict[str, Any], str]:
     import yaml
 
     try:
-        post = frontmatter.loads(text)
+        post = frontmatter.loads(text, handler=_handler())
     except yaml.YAMLError as exc:
         raise FrontMatterError(str(exc)) from exc
+    except RecursionError:
+        raise FrontMatterError("the front matter is nested too deeply") from None
     return post.metadata, post.content
+
+
+@functools.cache
+def _handler() -> Any:
+    """python-frontmatter's YAML handler (its safe loader, in C when PyYAML has it), refusing
+    aliases: a few hundred bytes of `&a [*b, *b, ...]` references expand into gigabytes
+    (DeerMem never writes one; a Markdown import may bring one). The C scanner finds them
+    before anything is built."""
+    import yaml
+    from frontmatter.default_handlers import SafeLoader, YAMLHandler
+
+    class Handler(YAMLHandler):
+        def load(self, fm: str, **kwargs: object) -> Any:
+            if any(isinstance(token, yaml.AliasToken) for token in yaml.scan(fm, SafeLoader)):
+                raise yaml.YAMLError("aliases (*name) are not allowed in a fact file")
+            return yaml.load(fm, Loader=SafeLoader)
+
+    return Handler()
 
 
 def _subset(front_matter: str, keys: Collection[str]) -> dict[str, Any]:

@@ -206,8 +206,9 @@ def _has_line(path: Path, line: bytes) -> bool:
 
 def _inside(path: Any) -> str:
     """`path` if it names a file inside the user's directory, as the commit wrote it."""
-    parts = PurePosixPath(path).parts if isinstance(path, str) else ()
-    if not parts or parts[0] == "/" or ".." in parts:
+    inside = isinstance(path, str) and "\x00" not in path
+    relative = PurePosixPath(path) if inside else None
+    if relative is None or relative.is_absolute() or not relative.parts or ".." in relative.parts:
         raise ValueError(f"entry path {path!r} is not inside the user's directory")
     return str(path)
 

@@ -19,6 +19,8 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
+from deerflow.agents.memory.backends.deermem.deermem.core.factfile import FRONT_MATTER_ORDER
+
 __all__ = ["fact_secret", "find_secret", "refuse_fact_secrets", "refuse_secrets"]
 
 # Values that stand for a secret without being one: masks, template variables, references to
@@ -213,6 +215,9 @@ def refuse_secrets(text: str, *, field: str = "content") -> None:
 # The text a fact record carries besides its id, times and provenance (SPEC §5.3): a secret in
 # a correction's `sourceError` reaches the prompt just as one in its content does.
 _FACT_TEXT_FIELDS: Final = ("content", "sourceError", "event_time")
+# Keys whose values are ids, times, numbers or provenance; any key SPEC §5.3 does not know (a
+# legacy or hand-written one) is scanned, with its name, so that `password: ...` is seen.
+_NOT_SCANNED: Final = frozenset(FRONT_MATTER_ORDER) - {*_FACT_TEXT_FIELDS, "topics"}
 
 
 def _fact_texts(fact: Mapping[str, Any]) -> Iterator[tuple[str, str]]:
@@ -226,6 +231,23 @@ def _fact_texts(fact: Mapping[str, Any]) -> Iterator[tuple[str, str]]:
         for number, topic in enumerate(topics):
             if isinstance(topic, str):
                 yield f"topics[{number}]", topic
+    for key, value in fact.items():
+        if key not in _NOT_SCANNED and key not in _FACT_TEXT_FIELDS and key != "topics":
+            yield str(key), str(key)
+            yield from _named_texts(str(key), str(key), value)
+
+
+def _named_texts(field: str, key: str, value: Any) -> Iterator[tuple[str, str]]:
+    """The texts in an unknown key's value, each as `key: text`, and the nested keys' names."""
+    if isinstance(value, str):
+        yield field, f"{key}: {value}"
+    elif isinstance(value, Mapping):
+        for inner, item in value.items():
+            yield f"{field}.{inner}", str(inner)
+            yield from _named_texts(f"{field}.{inner}", str(inner), item)
+    elif isinstance(value, list):
+        for number, item in enumerate(value):
+            yield from _named_texts(f"{field}[{number}]", key, item)
 
 
 def fact_secret(fact: Mapping[str, Any]) -> tuple[str, str] | None:

@@ -481,7 +481,9 @@ class FileMemoryStorage(MemoryStorage):
             record = cached.facts.get(fact_id)
             if record is None and stored is None:
                 continue
-            if record is None or stored is None or _edited(record, stored[1]):
+            # Whole records: what a commit caches is what a parse of the file it wrote gives
+            # (rendering is deterministic, `render_fact`), so any difference is an edit.
+            if record is None or stored is None or record != stored[1]:
                 self._drop_cache(user_key)
                 raise MemoryConflictError(
                     f"fact {fact_id} was changed outside DeerMem since it was read; "
@@ -661,15 +663,6 @@ def _stamped(
     stamped.update(user_id=raw_user, schemaVersion=SCHEMA_VERSION)
     stamped["revision"] = 1 if current is None else current[1]["revision"] + 1
     return stamped
-
-
-# What a hand edit of a fact file changes; compared rather than whole records, which a commit
-# carries over in the form it wrote them, not necessarily as a parse of the file would give.
-_EDITABLE: Final = ("content", "category", "confidence", "revision")
-
-
-def _edited(cached: Mapping[str, Any], stored: Mapping[str, Any]) -> bool:
-    return any(cached.get(key) != stored.get(key) for key in _EDITABLE)
 
 
 def _material(record: Mapping[str, Any]) -> dict[str, Any]:

@@ -46,6 +46,7 @@ from deerflow.agents.memory.backends.deermem.deermem.pipeline.proposals import (
 from deerflow.agents.memory.manager import (
     FACT_CATEGORIES,
     MemoryCallbacks,
+    checked_text,
     import_object,
     validate_content,
 )
@@ -108,7 +109,10 @@ def _content(value: Any) -> str:
 
 
 def _optional_text(value: Any) -> str | None:
-    return value.strip() if isinstance(value, str) and value.strip() else None
+    try:
+        return checked_text(value)
+    except ValueError:
+        return None
 
 
 def _positive_int(value: Any) -> int | None:
@@ -126,7 +130,7 @@ def _valid_days(value: Any) -> int | None:
 def _topics(value: Any) -> tuple[str, ...]:
     if not isinstance(value, list):
         return ()
-    return tuple(dict.fromkeys(t.strip() for t in value if isinstance(t, str) and t.strip()))
+    return tuple(dict.fromkeys(filter(None, map(_optional_text, value))))
 
 
 def _confidence(value: Any) -> float:
