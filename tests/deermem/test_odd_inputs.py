@@ -146,7 +146,7 @@ def test_reading_a_user_with_nothing_stored_leaves_nothing_behind(
 def test_bad_thread_ids_are_refused_when_queued(
     manager: DeerMemMemoryManager, thread_id: Any
 ) -> None:
-    with pytest.raises(ValueError, match="^thread_id: "):
+    with pytest.raises(ValueError, match=r"^thread_id: "):
         manager.add(thread_id, [], user_id="u")
-    with pytest.raises(ValueError, match="^thread_id: "):
+    with pytest.raises(ValueError, match=r"^thread_id: "):
         manager.add_nowait(thread_id, [], user_id="u")

@@ -6,11 +6,13 @@ import concurrent.futures
 import io
 import json
 import zipfile
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
+from starlette import formparsers
 
 from tests.gateway.conftest import Serve, app_config
 from tests.gateway.live import LiveServer
@@ -394,6 +396,42 @@ def test_import_needs_a_file_field_a_known_type_and_a_sane_size(client: httpx.Cl
         headers={"content-type": "application/json"},
     )
     expect_error(huge, 413, "too_large")
+
+
+def test_a_chunked_upload_over_the_limit_is_refused_before_it_is_parsed(
+    client: httpx.Client, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Without a Content-Length, parsing the form would spool every byte to disk first."""
+    parsed: list[int] = []
+    original = formparsers.MultiPartParser.parse
+
+    async def counting(self: formparsers.MultiPartParser) -> Any:
+        parsed.append(1)
+        return await original(self)
+
+    monkeypatch.setattr(formparsers.MultiPartParser, "parse", counting)
+    head = (
+        b'--b\r\nContent-Disposition: form-data; name="file"; filename="m.zip"\r\n'
+        b"Content-Type: application/zip\r\n\r\n"
+    )
+
+    def chunks() -> Iterator[bytes]:  # a generator: httpx sends it chunked, with no length
+        yield head
+        for _ in range(40):  # 40 MiB, more than twice the limit
+            yield b"\0" * (1024 * 1024)
+        yield b"\r\n--b--\r\n"
+
+    response = client.post(
+        "/api/memory/import",
+        content=chunks(),
+        headers={"content-type": "multipart/form-data; boundary=b"},
+    )
+    expect_error(response, 413, "too_large")
+    assert parsed == []
+    assert client.get("/api/memory").json()["revision"] == 0
+    small = client.post("/api/memory/import", files={"file": ("m.json", b'{"facts": []}')})
+    assert small.status_code == 200, small.text
+    assert parsed == [1]
 
 
 # -- concurrency -----------------------------------------------------------------------------------

@@ -15,6 +15,7 @@ import anyio.to_thread
 from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import JSONResponse, Response
 from starlette.datastructures import UploadFile
+from starlette.types import Message
 
 from deerflow.agents.memory.extensions import MarkdownPortable
 from deerflow.agents.memory.manager import MemoryManager, MemoryUnsupportedError
@@ -158,7 +159,14 @@ async def _read_limited(request: Request) -> bytes:
 
 
 async def _uploaded_file(request: Request) -> bytes:
-    async with request.form(max_files=1, max_fields=10) as form:
+    # Read under the limit first: a chunked body has no Content-Length, and parsing the form
+    # straight from the socket would spool all of it to disk before any size could be checked.
+    body = await _read_limited(request)
+
+    async def replay() -> Message:
+        return {"type": "http.request", "body": body, "more_body": False}
+
+    async with Request(request.scope, replay).form(max_files=1, max_fields=10) as form:
         upload = form.get("file")
         if not isinstance(upload, UploadFile):
             raise ValueError("import: the multipart body needs a file in the field 'file'")
