@@ -26,6 +26,11 @@ from deerflow.redaction import REDACTED, RedactingFilter, is_secret_key, redact,
         "aws_secret_key",
         "credentials",
         "Authorization",
+        "PGPASSWORD",
+        "DB_PASS",
+        "OPENAI_KEY",
+        "GITHUB_PAT",
+        "Ocp-Apim-Subscription-Key",
     ],
 )
 def test_secret_looking_keys(key: str) -> None:
@@ -41,6 +46,8 @@ def test_secret_looking_keys(key: str) -> None:
         "api_key_env",
         "tokenizer",
         "model",
+        "passthrough",
+        "keep_alive",
     ],
 )
 def test_ordinary_keys(key: str) -> None:
@@ -87,3 +94,14 @@ def test_logging_filter_masks_credentials_in_arguments() -> None:
     )
     RedactingFilter().filter(record)
     assert record.getMessage() == f"connecting to redis://u:{REDACTED}@h"
+
+
+def test_command_lines_and_urls_lose_their_secrets() -> None:
+    config = {
+        "args": ["--token", "ghs-secret-value", "--verbose", "--api-key=abc123", "server.py"],
+        "url": "https://example.test/mcp?access_token=abc&page=2&key=AIzaSyZ",
+    }
+    assert redact(config) == {
+        "args": ["--token", "***", "--verbose", "--api-key=***", "server.py"],
+        "url": "https://example.test/mcp?access_token=***&page=2&key=***",
+    }

@@ -23,7 +23,10 @@ REDACTED: Final = "***"
 _SECRET_SUFFIXES: Final = (
     "apikey",
     "api_key",
+    "key",
     "token",
+    "pat",
+    "pass",
     "password",
     "passwd",
     "secret",
@@ -35,12 +38,16 @@ _SECRET_SUFFIXES: Final = (
     "authorization",
     "cookie",
 )
+# Words that make a key secret however they are joined to the rest (`PGPASSWORD`, `apiToken`).
+_SECRET_ENDINGS: Final = ("password", "passwd", "secret", "apikey", "token")
 _CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
 # Credentials embedded in values: provider keys and passwords inside URLs.
 _SECRET_VALUE = re.compile(
     r"\b(?:sk|pk|rk)-[A-Za-z0-9_\-]{12,}|\bgh[pousr]_[A-Za-z0-9]{20,}|\bxox[abpr]-[A-Za-z0-9\-]{10,}"
 )
 _URL_PASSWORD = re.compile(r"(?P<head>[a-z][a-z0-9+.\-]*://[^:/@\s]+:)(?P<password>[^@\s]+)(?=@)")
+# A URL's query parameters and a command line's `--flag=value` with a secret-looking name.
+_NAMED_VALUE = re.compile(r"(?P<head>(?:[?&]|\B--)(?P<name>[A-Za-z0-9_\-]+)=)(?P<value>[^&#\s]+)")
 
 
 def is_secret_key(key: str) -> bool:
@@ -48,14 +55,18 @@ def is_secret_key(key: str) -> bool:
     normalised = _CAMEL.sub("_", key).lower().replace("-", "_")
     if normalised.endswith("_env"):
         return False
-    return any(
+    return normalised.endswith(_SECRET_ENDINGS) or any(
         normalised == suffix or normalised.endswith("_" + suffix) for suffix in _SECRET_SUFFIXES
     )
 
 
 def redact_text(text: str) -> str:
-    """Mask credentials that appear inside free text (keys, passwords in URLs)."""
+    """Mask credentials that appear inside free text (keys, passwords in URLs, secret-named
+    query parameters and `--flag=value` options)."""
     text = _URL_PASSWORD.sub(lambda m: m.group("head") + REDACTED, text)
+    text = _NAMED_VALUE.sub(
+        lambda m: m.group("head") + REDACTED if is_secret_key(m.group("name")) else m.group(), text
+    )
     return _SECRET_VALUE.sub(REDACTED, text)
 
 
@@ -67,10 +78,25 @@ def redact(value: Any) -> Any:
             for key, item in value.items()
         }
     if isinstance(value, list | tuple):
-        return [redact(item) for item in value]
+        # A command line (`args: ["--token", "..."]`): the item after a secret-named flag.
+        return [
+            REDACTED
+            if at and _is_secret_flag(value[at - 1]) and isinstance(item, str)
+            else redact(item)
+            for at, item in enumerate(value)
+        ]
     if isinstance(value, str):
         return redact_text(value)
     return value
+
+
+def _is_secret_flag(item: Any) -> bool:
+    return (
+        isinstance(item, str)
+        and item.startswith("-")
+        and "=" not in item
+        and (is_secret_key(item.lstrip("-")))
+    )
 
 
 class RedactingFilter(logging.Filter):
