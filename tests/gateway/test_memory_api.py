@@ -177,6 +177,8 @@ def test_values_the_backend_refuses_are_400(
     ("method", "path", "kwargs", "names"),
     [
         ("post", "/api/memory/facts", {"json": {**TEA, "confidence": 2}}, "body.confidence"),
+        ("post", "/api/memory/facts", {"json": {**TEA, "confidence": True}}, "body.confidence"),
+        ("post", "/api/memory/facts", {"json": {**TEA, "confidence": "0.5"}}, "body.confidence"),
         ("post", "/api/memory/facts", {"json": {**TEA, "category": "gossip"}}, "body.category"),
         ("post", "/api/memory/facts", {"json": {"category": "goal"}}, "body.content"),
         ("post", "/api/memory/facts", {"json": {**TEA, "user_id": "bob"}}, "body.user_id"),
@@ -199,6 +201,8 @@ def test_values_the_backend_refuses_are_400(
     ],
     ids=[
         "confidence",
+        "confidence-bool",
+        "confidence-text",
         "category",
         "no-content",
         "user-in-body",

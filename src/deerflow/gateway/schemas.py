@@ -126,7 +126,7 @@ class FactCreate(BaseModel):
 
     content: str = Field(min_length=1, max_length=10_000)
     category: Category = "context"
-    confidence: float = Field(default=0.5, ge=0, le=1)
+    confidence: float = Field(default=0.5, ge=0, le=1, strict=True)  # not true, not "0.5"
 
 
 class FactPatch(BaseModel):
@@ -139,7 +139,7 @@ class FactPatch(BaseModel):
 
     content: str | None = Field(default=None, min_length=1, max_length=10_000)
     category: Category | None = None
-    confidence: float | None = Field(default=None, ge=0, le=1)
+    confidence: float | None = Field(default=None, ge=0, le=1, strict=True)
 
     @model_validator(mode="after")
     def _changes_something(self) -> Self:
