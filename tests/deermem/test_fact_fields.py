@@ -451,3 +451,13 @@ def test_update_clear_and_import_keep_or_remove_what_was_edited_or_added_by_hand
 
 def other(manager: DeerMemMemoryManager) -> DeerMemMemoryManager:
     return DeerMemMemoryManager.from_config(dict(manager.backend_config))
+
+
+@pytest.mark.parametrize("text", ["Platform\x00team", "\x1b[2J", "a\ud800"])
+def test_an_imported_summary_follows_the_content_s_rules(
+    manager: DeerMemMemoryManager, text: str
+) -> None:
+    document = {"user": {"workContext": {"summary": text}}}
+    with pytest.raises(ValueError, match=r"^user\.workContext\.summary: (holds|must)"):
+        manager.import_memory(document, user_id="u")
+    assert state(manager) == (0, [])

@@ -105,8 +105,14 @@ def _summary(data: Mapping[str, Any], part: str, section: str) -> str:
     summary = entry.get("summary", "") if isinstance(entry, Mapping) else entry
     if not isinstance(summary, str):
         raise ValueError(f"{part}.{section}.summary: must be text")
+    if not summary.strip():
+        return ""
+    try:
+        summary = checked_text(summary)  # the content's rules: it is injected just the same
+    except ValueError as exc:
+        raise ValueError(f"{part}.{section}.summary: {exc}") from None
     refuse_secrets(summary, field=f"{part}.{section}.summary")
-    return summary.strip()
+    return summary
 
 
 def _record(raw: Any, number: int, snapshot: MemorySnapshot, now: str) -> dict[str, Any]:

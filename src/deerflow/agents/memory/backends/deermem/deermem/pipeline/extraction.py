@@ -277,7 +277,7 @@ def _summary(entry: tuple[str, str, Any]) -> tuple[str, str, str] | None:
         return None
     # Durability is not checked: a section such as topOfMind is meant to change.
     _labels(section, checked=("scope", "authority"))
-    return part, name, _text(section.get("summary"), "content")
+    return part, name, _content(section.get("summary"))
 
 
 def _first_per_id(items: Iterable[T], fact_id: Callable[[T], str]) -> tuple[T, ...]:
