@@ -215,9 +215,10 @@ def refuse_secrets(text: str, *, field: str = "content") -> None:
 # The text a fact record carries besides its id, times and provenance (SPEC §5.3): a secret in
 # a correction's `sourceError` reaches the prompt just as one in its content does.
 _FACT_TEXT_FIELDS: Final = ("content", "sourceError", "event_time")
-# Keys whose values are ids, times, numbers or provenance; any key SPEC §5.3 does not know (a
-# legacy or hand-written one) is scanned, with its name, so that `password: ...` is seen.
-_NOT_SCANNED: Final = frozenset(FRONT_MATTER_ORDER) - {*_FACT_TEXT_FIELDS, "topics"}
+# The keys SPEC §5.3 knows; any other key (a legacy or hand-written one) is scanned, with its
+# name, so that `password: ...` is seen. The known ones other than the texts above and `topics`
+# hold ids, times, numbers or provenance.
+_KNOWN: Final = frozenset({*FRONT_MATTER_ORDER, "content"})
 
 
 def _fact_texts(fact: Mapping[str, Any]) -> Iterator[tuple[str, str]]:
@@ -232,7 +233,7 @@ def _fact_texts(fact: Mapping[str, Any]) -> Iterator[tuple[str, str]]:
             if isinstance(topic, str):
                 yield f"topics[{number}]", topic
     for key, value in fact.items():
-        if key not in _NOT_SCANNED and key not in _FACT_TEXT_FIELDS and key != "topics":
+        if key not in _KNOWN:
             yield str(key), str(key)
             yield from _named_texts(str(key), str(key), value)
 
