@@ -114,12 +114,13 @@ def facts_add(
     """Store one fact (`create_fact`). Refused for duplicates and secret-looking content; at
     capacity, the facts the capacity policy evicted to make room are listed."""
     with memory_session(config, json_output=json_output) as manager:
-        before = _facts_by_id(manager, user, agent)
+        before = _memory_or_none(manager, user, agent)
         document, fact_id = manager.create_fact(
             content, category, confidence, user_id=user, agent_name=agent
         )
     kept = {fact["id"] for fact in document["facts"]}
-    evicted = [fact for fact_id_, fact in sorted(before.items()) if fact_id_ not in kept]
+    facts = [] if before is None else sorted(before["facts"], key=lambda fact: fact["id"])
+    evicted = [fact for fact in facts if fact["id"] not in kept]
     if json_output:
         render.print_json(
             {"fact_id": fact_id, "fact": _fact(document, fact_id), "evicted": evicted}
@@ -134,13 +135,19 @@ def facts_add(
         out.print(f"evicted {fact['id']} to stay within max_facts: {escape(fact['content'])}")
 
 
-def _facts_by_id(manager: Any, user: str, agent: str | None) -> dict[str, dict[str, Any]]:
-    """The bucket's facts by id; none when the backend cannot list them."""
+def _unchanged(before: dict[str, Any] | None, after: dict[str, Any]) -> bool:
+    """Whether a write left the memory at its revision (False when the backend has none)."""
+    revision = None if before is None else before.get("revision")
+    return isinstance(revision, int) and after.get("revision") == revision
+
+
+def _memory_or_none(manager: Any, user: str, agent: str | None) -> dict[str, Any] | None:
+    """The bucket's memory document; None when the backend cannot show it."""
     try:
-        document = manager.get_memory(user_id=user, agent_name=agent)
+        document: dict[str, Any] = manager.get_memory(user_id=user, agent_name=agent)
     except MemoryUnsupportedError:
-        return {}
-    return {fact["id"]: fact for fact in document["facts"]}
+        return None
+    return document
 
 
 @facts_app.command("edit")
@@ -274,23 +281,14 @@ def clear(
     scope = f"the facts of agent {agent}" if agent is not None else "ALL memory"
     with memory_session(config, json_output=json_output) as manager:
         confirm(f"Delete {scope} of {user}?", yes=yes)
-        revision = _revision(manager, user, agent)
+        before = _memory_or_none(manager, user, agent)
         document = manager.clear_memory(user_id=user, agent_name=agent)
     if json_output:
         render.print_json(document)
-    elif revision is not None and document.get("revision") == revision:
+    elif _unchanged(before, document):
         render.stdout().print(f"nothing to clear: {scope} of {escape(user)} was empty already")
     else:
         render.stdout().print(f"cleared {scope} of {escape(user)}")
-
-
-def _revision(manager: Any, user: str, agent: str | None) -> int | None:
-    """The user's memory revision; None when the backend does not say."""
-    try:
-        revision = manager.get_memory(user_id=user, agent_name=agent).get("revision")
-    except MemoryUnsupportedError:
-        return None
-    return revision if isinstance(revision, int) else None
 
 
 @app.command()
