@@ -57,6 +57,7 @@ from deerflow.agents.memory.identity import (
     DEFAULT_USER,
     checked_id,
     checked_user_id,
+    is_valid_unicode,
     slug_with_digest,
 )
 from deerflow.importing import import_object
@@ -94,6 +95,7 @@ __all__ = [
     "is_harness_message",
     "is_hidden",
     "is_memory_injection",
+    "is_valid_unicode",
     "keep_hidden_message",
     "memory_read_failures_are_fatal",
     "parse_backend_config",

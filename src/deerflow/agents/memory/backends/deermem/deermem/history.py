@@ -31,8 +31,12 @@ def _facts(side: Mapping[str, Any], user_id: str, bucket: str | None) -> list[di
 
 
 def _parse(fact: Mapping[str, Any], user_id: str) -> dict[str, Any]:
-    path = Path(fact["agent"]) / f"{fact['id']}.md"
-    return parse_fact(fact["file"].encode("utf-8"), path, user_id=user_id, bucket=fact["agent"])
+    return _parse_file(fact["file"].encode("utf-8"), fact["agent"], fact["id"], user_id)
+
+
+def _parse_file(data: bytes, bucket: str, fact_id: str, user_id: str) -> dict[str, Any]:
+    """A fact file's bytes kept by the audit log, parsed as if it lay in its bucket."""
+    return parse_fact(data, Path(bucket) / f"{fact_id}.md", user_id=user_id, bucket=bucket)
 
 
 def public_entry(
@@ -125,9 +129,7 @@ def check_restorable(
         writes = {i: data for (b, i), data in changes.raw_writes.items() if b == bucket}
         after = {i: f for i, f in current.items() if i not in writes}
         restored = {
-            fact_id: parse_fact(
-                data, Path(bucket) / f"{fact_id}.md", user_id=user_id, bucket=bucket
-            )
+            fact_id: _parse_file(data, bucket, fact_id, user_id)
             for fact_id, data in writes.items()
             if data is not None
         }

@@ -21,6 +21,7 @@ from deerflow.agents.memory.backends.deermem.deermem.governance import (
 )
 from deerflow.agents.memory.manager import (
     checked_text,
+    is_valid_unicode,
     utc_now,
     validate_category,
     validate_confidence,
@@ -179,11 +180,7 @@ def _plain_json(value: Any, depth: int = 0) -> bool:
     if depth > MAX_NESTING:
         return False
     if isinstance(value, str):
-        try:
-            value.encode("utf-8")  # a lone surrogate cannot be written
-        except UnicodeEncodeError:
-            return False
-        return True
+        return is_valid_unicode(value)  # a lone surrogate cannot be written
     if value is None or isinstance(value, bool | int):
         return True
     if isinstance(value, float):
@@ -201,15 +198,19 @@ def _optional_fields(raw: Mapping[str, Any]) -> dict[str, Any]:
     Raises:
         ValueError: `"{field}: ..."` for the first field of the wrong kind.
     """
-    fields = {}
-    for key, check in _OPTIONAL_CHECKS.items():
-        value = raw.get(key)
-        if value is not None:
-            try:
-                fields[key] = check(value)
-            except ValueError as exc:
-                raise ValueError(f"{key}: {exc}, got {value!r}") from None
-    return fields
+    return {
+        key: _checked(key, check, raw[key])
+        for key, check in _OPTIONAL_CHECKS.items()
+        if raw.get(key) is not None
+    }
+
+
+def _checked(key: str, check: Callable[[Any], Any], value: Any) -> Any:
+    """`check(value)`, its `ValueError` naming `key` and the value."""
+    try:
+        return check(value)
+    except ValueError as exc:
+        raise ValueError(f"{key}: {exc}, got {value!r}") from None
 
 
 def _fact_ids(value: Any) -> list[str]:
@@ -255,12 +256,7 @@ _OPTIONAL_CHECKS: Final[dict[str, Callable[[Any], Any]]] = {
 def _given_time(raw: Mapping[str, Any], key: str) -> str | None:
     """`raw[key]` checked as an ISO-8601 time; None when it is absent or empty."""
     value = raw.get(key)
-    if value is None or value == "":
-        return None
-    try:
-        return _time(value)
-    except ValueError as exc:
-        raise ValueError(f"{key}: {exc}, got {value!r}") from None
+    return None if value is None or value == "" else _checked(key, _time, value)
 
 
 def _source(value: Any) -> dict[str, str | None]:
