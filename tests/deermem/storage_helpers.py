@@ -43,3 +43,9 @@ def create(storage: FileMemoryStorage, user: str, *records: dict[str, Any]) -> i
         rebase=True,
     )
     return storage.save(user, changes).revision
+
+
+def reopened(manager: Any) -> Any:
+    """A manager of its own on `manager`'s storage, as another process would have: nothing it
+    holds is shared with `manager` (caches, index connection)."""
+    return type(manager).from_config(dict(manager.backend_config))

@@ -28,6 +28,7 @@ from deerflow.agents.memory.backends.deermem.deermem.pipeline.extraction import 
     Labels,
     NewFact,
 )
+from tests.deermem.storage_helpers import reopened
 
 SECRET = "used password: Hunter2xyz! on prod"
 NOW = datetime(2026, 12, 2, 12, 0, tzinfo=UTC)
@@ -431,7 +432,7 @@ def test_update_clear_and_import_keep_or_remove_what_was_edited_or_added_by_hand
     manager.get_memory(user_id="u")  # cached as edited
     path.write_text(path.read_text().replace("pinned: true", "pinned: false"))  # not reloaded
     manager.update_fact(fact_id, confidence=0.9, user_id="u")
-    [stored] = other(manager).get_memory(user_id="u")["facts"]
+    [stored] = reopened(manager).get_memory(user_id="u")["facts"]
     assert (stored["topics"], stored["confidence"]) == (["tea"], 0.9)
     assert "pinned: false" in path.read_text()
     template = path.read_text()
@@ -445,12 +446,8 @@ def test_update_clear_and_import_keep_or_remove_what_was_edited_or_added_by_hand
             manager.clear_memory(user_id="u")
         else:
             manager.import_memory({"facts": [{"content": "Likes jazz"}]}, user_id="u")
-        contents = [f["content"] for f in other(manager).get_memory(user_id="u")["facts"]]
+        contents = [f["content"] for f in reopened(manager).get_memory(user_id="u")["facts"]]
         assert contents == ([] if doing == "clear" else ["Likes jazz"])
-
-
-def other(manager: DeerMemMemoryManager) -> DeerMemMemoryManager:
-    return DeerMemMemoryManager.from_config(dict(manager.backend_config))
 
 
 @pytest.mark.parametrize("text", ["Platform\x00team", "\x1b[2J", "a\ud800"])

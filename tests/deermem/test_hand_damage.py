@@ -13,6 +13,7 @@ from deerflow.agents.memory.backends.deermem import DeerMemMemoryManager
 from deerflow.agents.memory.backends.deermem.deermem.core.journal import Journal, JournalEntry
 from deerflow.agents.memory.backends.deermem.deermem.core.paths import shard_of
 from deerflow.agents.memory.manager import MemoryCorruptionError
+from tests.deermem.storage_helpers import reopened
 
 
 @pytest.fixture
@@ -22,10 +23,6 @@ def manager(tmp_path: Path) -> DeerMemMemoryManager:
 
 def user_dir(manager: DeerMemMemoryManager) -> Path:
     return Path(manager.backend_config["storage_path"]) / "users" / "u"
-
-
-def fresh(manager: DeerMemMemoryManager) -> DeerMemMemoryManager:
-    return DeerMemMemoryManager.from_config(dict(manager.backend_config))
 
 
 @pytest.mark.parametrize("where", ["another shard", "no shard"])
@@ -40,7 +37,7 @@ def test_a_fact_file_outside_its_shard_folder_is_corruption(
     folder.mkdir(exist_ok=True)
     moved = path.rename(folder / path.name)
     data = moved.read_bytes()
-    for reader in (fresh(manager), manager):
+    for reader in (reopened(manager), manager):
         with pytest.raises(MemoryCorruptionError, match=re.escape(str(moved))):
             reader.reload_memory(user_id="u")
     with pytest.raises(MemoryCorruptionError):
@@ -69,7 +66,7 @@ def test_a_memory_json_of_the_wrong_shape_is_corruption_before_any_write(
     for call in (
         lambda: manager.get_context("u"),
         lambda: manager.create_fact("Lives in Porto", user_id="u"),
-        lambda: fresh(manager).reindex(),
+        lambda: reopened(manager).reindex(),
     ):
         with pytest.raises(MemoryCorruptionError, match=r"memory\.json: unreadable"):
             call()
@@ -105,5 +102,5 @@ def test_a_pending_journal_naming_a_file_outside_the_user_is_refused(
         history_size=0,
     ).write(user_dir(manager) / ".journal.json")
     with pytest.raises(MemoryCorruptionError, match="not inside the user's directory"):
-        fresh(manager).get_memory(user_id="u")
+        reopened(manager).get_memory(user_id="u")
     assert outside.read_bytes() == b"not memory"

@@ -9,15 +9,12 @@ import pytest
 
 from deerflow.agents.memory.backends.deermem import DeerMemMemoryManager
 from deerflow.agents.memory.backends.deermem.deermem.core.paths import safe_user_id
+from tests.deermem.storage_helpers import reopened
 
 
 @pytest.fixture
 def manager(tmp_path: Path) -> DeerMemMemoryManager:
     return DeerMemMemoryManager.from_config({"storage_path": str(tmp_path)})
-
-
-def other_process(manager: DeerMemMemoryManager) -> DeerMemMemoryManager:
-    return DeerMemMemoryManager.from_config(dict(manager.backend_config))
 
 
 @pytest.mark.parametrize(
@@ -75,7 +72,7 @@ def test_content_comes_back_the_same_from_the_writer_and_from_another_process(
     document, fact_id = manager.create_fact(content, user_id="u")
     [written] = document["facts"]
     assert written["content"] == kept
-    [read] = other_process(manager).get_memory(user_id="u")["facts"]
+    [read] = reopened(manager).get_memory(user_id="u")["facts"]
     assert (read["id"], read["content"]) == (fact_id, kept)
 
 
@@ -138,7 +135,7 @@ def test_reading_a_user_with_nothing_stored_leaves_nothing_behind(
     with pytest.raises(ValueError, match="no change"):
         manager.revert_change("chg_0", user_id="weird user/../x")
     manager.audit(user_id="nobody")
-    other_process(manager).reload_memory(user_id="nobody")
+    reopened(manager).reload_memory(user_id="nobody")
     assert sorted(p.name for p in (tmp_path / "users").iterdir()) == before
 
 
