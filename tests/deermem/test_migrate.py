@@ -372,14 +372,14 @@ def test_a_commit_that_crashes_is_resumed_on_the_next_read(
     paths = UserPaths(tmp_path, "alice")
     legacy = write_json(paths.manifest, v1_document(v1_fact("Likes tea"), workContext="Dev"))
 
-    publish = SyncBatch.publish
+    create = SyncBatch.create
 
-    def crash_at_commit_point(batch: SyncBatch, path: Path) -> None:
-        if path.name == "memory.json":
+    def crash_at_commit_point(batch: SyncBatch, path: Path, data: bytes) -> None:
+        if path.name == "memory.json":  # the migration removed it: the commit creates it
             raise OSError("simulated crash")
-        publish(batch, path)
+        create(batch, path, data)
 
-    monkeypatch.setattr(SyncBatch, "publish", crash_at_commit_point)
+    monkeypatch.setattr(SyncBatch, "create", crash_at_commit_point)
     with pytest.raises(OSError, match="simulated"):
         wired(tmp_path).load("alice", None)
     monkeypatch.undo()

@@ -9,6 +9,7 @@ import random
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -284,7 +285,7 @@ def test_crash_before_the_commit_point_rolls_back(
     create(storage, "ivy", kept)
     paths = UserPaths(tmp_path, "ivy")
     before = _memory_files(paths)
-    _fail_on(monkeypatch, SyncBatch, "publish", "memory.json")
+    _fail_on(monkeypatch, SyncBatch, "overwrite", "memory.json")
     change = ChangeSet(
         actor="t", reason="r", upserts=[fact("new")], deletes=[("__default__", kept["id"])]
     )
@@ -299,19 +300,136 @@ def test_crash_before_the_commit_point_rolls_back(
     assert Journal.pending(paths.journal) is None
 
 
+def _tear_memory_json(monkeypatch: pytest.MonkeyPatch, share: float) -> None:
+    """Make the commit's in-place write of memory.json stop after `share` of its bytes."""
+
+    def torn(batch: SyncBatch, path: Path, data: bytes) -> None:
+        with open(path, "r+b") as handle:
+            handle.write(data[: int(len(data) * share)])
+        raise OSError("simulated crash")
+
+    monkeypatch.setattr(SyncBatch, "overwrite", torn)
+
+
+@pytest.mark.parametrize("share", [0.1, 0.5, 0.99])
+def test_a_torn_memory_json_is_rolled_back_to_its_bytes_before(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, share: float
+) -> None:
+    """memory.json is written in place: a crash may leave it torn, and nothing else may then
+    read it as it is (not even to learn its revision) before the journal has restored it."""
+    storage = storage_at(tmp_path)
+    kept = fact("kept")
+    create(storage, "ivo", kept)
+    paths = UserPaths(tmp_path, "ivo")
+    before = _memory_files(paths)
+    _tear_memory_json(monkeypatch, share)
+    change = ChangeSet(
+        actor="t",
+        reason="r",
+        upserts=[fact("new")],
+        deletes=[("__default__", kept["id"])],
+        summaries={"user": {"workContext": "a longer summary than memory.json had before"}},
+    )
+    with pytest.raises(OSError, match="simulated"):
+        storage.save("ivo", change)
+    monkeypatch.undo()
+    assert paths.manifest.read_bytes() != before[paths.manifest], "torn on disk"
+    snapshot = storage_at(tmp_path).load("ivo", None)
+    assert [f["content"] for f in snapshot.facts.values()] == ["kept"]
+    assert snapshot.summaries["user"]["workContext"]["summary"] == ""
+    assert _memory_files(paths) == before
+    assert Journal.pending(paths.journal) is None
+
+
+def test_a_torn_first_memory_json_is_removed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A user's first commit creates memory.json in place: a torn one goes, as if never made."""
+    storage = storage_at(tmp_path)
+    create_in_place = SyncBatch.create
+
+    def torn(batch: SyncBatch, path: Path, data: bytes) -> None:
+        if path.name != "memory.json":
+            create_in_place(batch, path, data)
+            return
+        path.write_bytes(data[: len(data) // 2])
+        raise OSError("simulated crash")
+
+    monkeypatch.setattr(SyncBatch, "create", torn)
+    with pytest.raises(OSError, match="simulated"):
+        create(storage, "ike", fact("first"))
+    monkeypatch.undo()
+    paths = UserPaths(tmp_path, "ike")
+    fresh = storage_at(tmp_path)
+    assert fresh.reload("ike", None).facts == {}
+    assert not paths.manifest.exists()
+    assert list(paths.agents.rglob("*.md")) == []
+    assert paths.history.read_bytes() == b""
+    assert create(fresh, "ike", fact("again")) == 1
+
+
+def test_a_reader_waits_out_a_memory_json_being_written(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A lock-free read that meets memory.json half written reads again under the lock (so
+    after the commit) instead of reporting corruption."""
+    writer = storage_at(tmp_path)
+    create(writer, "ada", fact("one"))
+    reader = storage_at(tmp_path)
+    assert len(reader.load("ada", None).facts) == 1  # cached: the next load reads lock-free
+    overwrite = SyncBatch.overwrite
+    halfway = threading.Event()
+    results: list[object] = []
+
+    def slow(batch: SyncBatch, path: Path, data: bytes) -> None:
+        with open(path, "r+b") as handle:
+            handle.write(data[: len(data) // 2])
+        with pytest.raises(json.JSONDecodeError):
+            json.loads(path.read_bytes())  # what the reader meets does not parse
+        halfway.set()
+        time.sleep(0.3)  # the reader meets the torn bytes meanwhile
+        overwrite(batch, path, data)
+
+    def read() -> None:
+        halfway.wait()
+        try:
+            results.append(reader.load("ada", None))
+        except Exception as exc:  # the test reports what the reader met
+            results.append(exc)
+
+    monkeypatch.setattr(SyncBatch, "overwrite", slow)
+    thread = threading.Thread(target=read)
+    thread.start()
+    summary = "a new summary, which moves the bytes after it"
+    writer.save(
+        "ada",
+        ChangeSet(
+            actor="t",
+            reason="r",
+            upserts=[fact("two")],
+            summaries={"user": {"workContext": summary}},
+        ),
+    )
+    thread.join()
+    (snapshot,) = results
+    assert not isinstance(snapshot, Exception), snapshot
+    assert sorted(f["content"] for f in snapshot.facts.values()) == ["one", "two"]
+    assert snapshot.summaries["user"]["workContext"]["summary"] == summary
+
+
 def test_crash_after_the_commit_point_finishes(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     storage = storage_at(tmp_path)
     create(storage, "jay", fact("one"))
-    publish = SyncBatch.publish
+    overwrite = SyncBatch.overwrite
 
-    def crash_after_publishing(batch: SyncBatch, path: Path) -> None:
-        publish(batch, path)
-        if path.name == "memory.json":
-            raise OSError("simulated crash")
+    def crash_after_writing(batch: SyncBatch, path: Path, data: bytes) -> None:
+        overwrite(batch, path, data)
+        batch.sync()
+        raise OSError("simulated crash")
 
-    monkeypatch.setattr(SyncBatch, "publish", crash_after_publishing)
+    monkeypatch.setattr(SyncBatch, "overwrite", crash_after_writing)
     with pytest.raises(OSError, match="simulated"):
         create(storage, "jay", fact("two"))
     monkeypatch.undo()
@@ -326,12 +444,13 @@ def _temps(paths: UserPaths) -> list[str]:
     return sorted(p.name for p in paths.dir.rglob(".*.tmp"))
 
 
-@pytest.mark.parametrize("killed_at", ["fact", "memory.json"])
-def test_temp_files_a_killed_commit_left_are_removed_by_recovery(
-    tmp_path: Path, killed_at: str
+@pytest.mark.parametrize("killed_in", ["publish", "overwrite"])
+def test_a_commit_killed_while_it_replaces_files_is_undone_without_leftovers(
+    tmp_path: Path, killed_in: str
 ) -> None:
-    """SIGKILL while a commit renames its temp files: the next opener undoes the commit and
-    leaves no temp file behind (they are hidden, but would pile up crash after crash)."""
+    """SIGKILL while a commit renames a changed fact's temp file over it, or while it writes
+    memory.json in place: the next opener undoes the commit and leaves no temp file behind
+    (they are hidden, but would pile up crash after crash)."""
     storage = storage_at(tmp_path)
     one = fact("one")
     create(storage, "pat", one)
@@ -339,22 +458,36 @@ def test_temp_files_a_killed_commit_left_are_removed_by_recovery(
     before = _memory_files(paths)
     pid = os.fork()
     if pid == 0:  # pragma: no cover - the child ends by SIGKILL, or reports failure
-        publish = SyncBatch.publish
+        if killed_in == "publish":
 
-        def publish_or_die(batch: SyncBatch, path: Path) -> None:
-            if (path.name == "memory.json") == (killed_at == "memory.json"):
+            def publish_or_die(batch: SyncBatch, path: Path) -> None:
                 os.kill(os.getpid(), signal.SIGKILL)
-            publish(batch, path)
 
-        SyncBatch.publish = publish_or_die  # type: ignore[method-assign]
-        changes = ChangeSet(actor="t", reason="r", upserts=[{**one, "content": "one, changed"}])
+            SyncBatch.publish = publish_or_die  # type: ignore[method-assign]
+        else:
+
+            def write_half_and_die(batch: SyncBatch, path: Path, data: bytes) -> None:
+                fd = os.open(path, os.O_WRONLY)
+                os.write(fd, data[: len(data) // 2])
+                os.kill(os.getpid(), signal.SIGKILL)
+
+            SyncBatch.overwrite = write_half_and_die  # type: ignore[method-assign]
+        changes = ChangeSet(
+            actor="t",
+            reason="r",
+            upserts=[{**one, "content": "one, changed"}],
+            # a new summary moves the bytes after it: half of them written is a torn file
+            summaries={"user": {"workContext": "works on tea"}},
+        )
         storage_at(tmp_path).save("pat", changes)
         os._exit(1)
     _, status = os.waitpid(pid, 0)
     assert os.waitstatus_to_exitcode(status) == -signal.SIGKILL
-    left = _temps(paths)
-    assert any(name.startswith(".memory.json.") for name in left)
-    assert any(name.startswith(f".{one['id']}.md.") for name in left) == (killed_at == "fact")
+    assert any(name.startswith(f".{one['id']}.md.") for name in _temps(paths)) == (
+        killed_in == "publish"
+    )
+    torn = paths.manifest.read_bytes() != before[paths.manifest]
+    assert torn == (killed_in == "overwrite")
     fresh = storage_at(tmp_path)
     assert [f["content"] for f in fresh.load("pat", None).facts.values()] == ["one"]
     assert _temps(paths) == []

@@ -1,5 +1,8 @@
-"""Crash-safe file writes (a reader sees the old bytes or the new bytes, never a mix), and the
-whole-file read their readers use."""
+"""Crash-safe file writes, and the whole-file read their readers use.
+
+A reader sees a file's old bytes or its new ones, never a mix, except for the files a commit
+writes in place (`SyncBatch.create`, `SyncBatch.overwrite`), whose previous state its journal
+holds."""
 
 from __future__ import annotations
 
@@ -164,6 +167,25 @@ class SyncBatch:
         self._staged[path] = temp
         try:
             write_all(fd, data)
+        except BaseException:
+            os.close(fd)
+            raise
+        self._add(lambda: _sync_and_close(fd), fd)
+
+    def overwrite(self, path: Path, data: bytes) -> None:
+        """Write `data` over the existing file `path` in place, synced with the batch.
+
+        No temp file and no rename: a sync of bytes over blocks the file already has changes
+        no metadata, so the disk flushes them without a filesystem-journal commit (0.1 ms
+        against 0.4 ms or more for a rename and its directory sync, docs/benchmarks.md). Only
+        for a file whose previous bytes a commit journal holds, whose writers hold its lock,
+        and whose lock-free readers take bytes that do not parse as "being written".
+        """
+        fd = os.open(path, os.O_WRONLY)
+        try:
+            write_all(fd, data)
+            if os.fstat(fd).st_size > len(data):
+                os.ftruncate(fd, len(data))
         except BaseException:
             os.close(fd)
             raise

@@ -1,11 +1,14 @@
 """The commit journal: what a multi-file change is about to do, so a crash can be undone.
 
-A commit writes the journal first (with the previous bytes of every file it will touch and the
-size of the audit log), then the fact files and the audit log line, then `memory.json` with the
-next revision, which is the commit point, and finally marks the journal done. Whoever next takes
-the user's lock and finds a journal not marked done either rolls the change back (`memory.json`
-still has the old revision: the files get their previous bytes, the audit log its previous
-size) or finishes it (the new revision is there: the audit line is checked).
+A commit writes the journal first (the previous bytes of every file it will touch, `memory.json`
+among them, a SHA-256 digest of `memory.json`'s next bytes, and the size of the audit log), then
+the fact files and the audit log line, then `memory.json` in place, and finally marks the journal
+done. `memory.json` holding its next bytes on disk is the commit point. Whoever next takes the
+user's lock and finds a journal not marked done either finishes the change (`memory.json` holds
+exactly the bytes of the digest: the audit line is checked) or rolls it back (anything else,
+a torn `memory.json` included: every file gets its previous bytes, the audit log its previous
+size). A record of an earlier format, whose commit renamed `memory.json` into place, has no
+digest; `memory.json`'s revision decides it.
 
 The journal file is kept and overwritten in place, never truncated or deleted: on ext4 freeing
 and reallocating its blocks cost about a third of a millisecond per commit (measured in
@@ -22,9 +25,11 @@ the earlier format (one JSON line, emptied when done) is still read.
 from __future__ import annotations
 
 import base64
+import hashlib
 import json
 import os
 import zlib
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any, BinaryIO
@@ -39,7 +44,7 @@ from deerflow.agents.memory.backends.deermem.deermem.core.atomic import (
 )
 from deerflow.agents.memory.manager import MemoryCorruptionError
 
-__all__ = ["Journal", "JournalEntry"]
+__all__ = ["Journal", "JournalEntry", "manifest_digest"]
 
 MAGIC = b"DMJ2 "
 PENDING, DONE = b"P", b"D"
@@ -65,6 +70,8 @@ class Journal:
     # The audit log's size before the commit appended its line; None in the earlier format,
     # whose commits appended it after the commit point.
     history_size: int | None = None
+    # `manifest_digest(...)` of memory.json's next bytes; None in the earlier formats.
+    manifest_after: str | None = None
 
     def write(self, path: Path) -> None:
         """Write the journal durably; only then may the commit touch other files."""
@@ -75,6 +82,7 @@ class Journal:
             "entries": [{"path": e.path, "before": _encode(e.before)} for e in self.entries],
             "historyLine": _encode(self.history_line),
             "historySize": self.history_size,
+            "manifestAfter": self.manifest_after,
         }
         payload = json.dumps(record).encode("utf-8")
         header = b"%s%s %012d %08x\n" % (MAGIC, PENDING, len(payload), zlib.crc32(payload))
@@ -129,6 +137,7 @@ class Journal:
                 ),
                 history_line=_decode(record["historyLine"]) or b"",
                 history_size=record.get("historySize"),
+                manifest_after=record.get("manifestAfter"),
             )
             if not journal.history_line.strip():
                 raise ValueError("no audit line")
@@ -136,15 +145,22 @@ class Journal:
             raise MemoryCorruptionError(f"{path}: unreadable commit journal: {exc}") from exc
         return journal
 
-    def recover(self, user_dir: Path, journal_path: Path, current_revision: int) -> None:
+    def recover(
+        self, user_dir: Path, journal_path: Path, manifest: bytes, revision: Callable[[], int]
+    ) -> None:
         """Finish or undo the interrupted commit, remove the temp files it left, then mark the
-        journal done."""
+        journal done.
+
+        Args:
+            manifest: `memory.json`'s bytes now; empty when there is none.
+            revision: `memory.json`'s revision, asked only for a record of an earlier format.
+        """
         history = user_dir / "history.jsonl"
-        if current_revision == self.next_revision:
+        if self._committed(journal_path, manifest, revision):
             truncate_torn_tail(history)
             if not _has_line(history, self.history_line):
                 append_line(history, self.history_line)
-        elif current_revision == self.previous_revision:
+        else:
             for entry in self.entries:
                 target = user_dir / entry.path
                 if entry.before is None:
@@ -153,14 +169,28 @@ class Journal:
                     atomic_write(target, entry.before)
             if self.history_size is not None:
                 _cut_after(history, self.history_size)
-        else:
+        touched = dict.fromkeys(
+            (user_dir / "memory.json", *(user_dir / e.path for e in self.entries))
+        )
+        for path in touched:
+            remove_stale_temps(path)
+        self.finish(journal_path)
+
+    def _committed(self, journal_path: Path, manifest: bytes, revision: Callable[[], int]) -> bool:
+        if self.manifest_after is not None:
+            return manifest_digest(manifest) == self.manifest_after
+        current = revision()
+        if current not in (self.previous_revision, self.next_revision):
             raise MemoryCorruptionError(
                 f"{journal_path}: journal for revision {self.previous_revision}→"
-                f"{self.next_revision}, but memory.json is at revision {current_revision}"
+                f"{self.next_revision}, but memory.json is at revision {current}"
             )
-        for touched in (user_dir / "memory.json", *(user_dir / e.path for e in self.entries)):
-            remove_stale_temps(touched)
-        self.finish(journal_path)
+        return current == self.next_revision
+
+
+def manifest_digest(data: bytes) -> str:
+    """What a journal records of `memory.json`'s next bytes, to tell them from torn ones."""
+    return hashlib.sha256(data).hexdigest()
 
 
 def _pending_payload(path: Path, handle: BinaryIO) -> bytes | None:

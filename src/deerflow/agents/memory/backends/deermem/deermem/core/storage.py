@@ -35,7 +35,11 @@ from deerflow.agents.memory.backends.deermem.deermem.core.factfile import (
     parse_fact,
     render_fact,
 )
-from deerflow.agents.memory.backends.deermem.deermem.core.journal import Journal, JournalEntry
+from deerflow.agents.memory.backends.deermem.deermem.core.journal import (
+    Journal,
+    JournalEntry,
+    manifest_digest,
+)
 from deerflow.agents.memory.backends.deermem.deermem.core.locks import UserLock
 from deerflow.agents.memory.backends.deermem.deermem.core.paths import (
     DEFAULT_USER,
@@ -165,9 +169,9 @@ class FileMemoryStorage(MemoryStorage):
     def load(self, user_id: str | None, agent_name: str | None) -> MemorySnapshot:
         paths, raw_user, bucket = self._scope(user_id, agent_name)
         migrate_if_needed(self, raw_user)
-        manifest = self._read_manifest(paths)
+        manifest = self._peek_manifest(paths)
         cached = self._buckets.get((paths.user_key, bucket))
-        if cached is not None and cached.manifest == manifest.raw:
+        if manifest is not None and cached is not None and cached.manifest == manifest.raw:
             return self._snapshot(paths, raw_user, bucket, manifest, cached)
         return self._read_whole(paths, raw_user, bucket, use_kept=True)
 
@@ -183,9 +187,9 @@ class FileMemoryStorage(MemoryStorage):
         self, paths: UserPaths, raw_user: str, bucket: str, *, use_kept: bool
     ) -> MemorySnapshot:
         if _absent(paths):  # nothing stored: a read leaves no lock file (nor directory) behind
-            manifest = self._read_manifest(paths)
-            if not manifest.raw:
-                return self._cached_snapshot(paths, raw_user, bucket, manifest, {})
+            absent = self._peek_manifest(paths)
+            if absent is not None and not absent.raw:
+                return self._cached_snapshot(paths, raw_user, bucket, absent, {})
         with self._lock(paths).hold():
             manifest = self._recovered_manifest(paths)
             facts, to_keep = self._read_kept(paths, raw_user, bucket, use_kept)
@@ -214,18 +218,19 @@ class FileMemoryStorage(MemoryStorage):
     ) -> tuple[int, dict[str, Mapping[str, Any]]]:
         paths, raw_user, bucket = self._scope(user_id, agent_name)
         migrate_if_needed(self, raw_user)
-        manifest = self._read_manifest(paths)
         wanted = list(fact_ids)
         key = (paths.user_key, bucket)
-        whole = self._buckets.get(key)
-        if whole is not None and whole.manifest == manifest.raw:
-            return manifest.revision, _pick(whole.facts, wanted)
-        singles = self._singles.get(key)
-        fresh = singles is not None and singles.manifest == manifest.raw
-        if fresh and singles is not None and all(i in singles.facts for i in wanted):
-            return manifest.revision, _pick(singles.facts, wanted)
-        if not manifest.raw and _absent(paths):
-            return manifest.revision, {}
+        peeked = self._peek_manifest(paths)
+        if peeked is not None:
+            whole = self._buckets.get(key)
+            if whole is not None and whole.manifest == peeked.raw:
+                return peeked.revision, _pick(whole.facts, wanted)
+            singles = self._singles.get(key)
+            fresh = singles is not None and singles.manifest == peeked.raw
+            if fresh and singles is not None and all(i in singles.facts for i in wanted):
+                return peeked.revision, _pick(singles.facts, wanted)
+            if not peeked.raw and _absent(paths):
+                return peeked.revision, {}
         with self._lock(paths).hold():  # a half-done commit must be settled before reading
             manifest = self._recovered_manifest(paths)
             singles = self._singles.get(key)
@@ -268,7 +273,7 @@ class FileMemoryStorage(MemoryStorage):
         for directory in sorted(users.iterdir()):
             paths = user_paths(self.root, directory.name)
             if paths.manifest.exists():
-                user_id = self._read_manifest(paths).document.get("userId")
+                user_id = self._settled_manifest(paths).document.get("userId")
                 if isinstance(user_id, str):
                     yield user_id
                 elif "." not in directory.name:  # a plain id is its own directory name
@@ -334,15 +339,38 @@ class FileMemoryStorage(MemoryStorage):
         self._manifests[user_key] = manifest
         return manifest
 
+    def _peek_manifest(self, paths: UserPaths) -> _Manifest | None:
+        """The manifest read without the lock, or None when its bytes do not parse: a commit
+        writes `memory.json` in place, so the caller reads it again under the lock."""
+        try:
+            return self._read_manifest(paths)
+        except MemoryCorruptionError:
+            return None
+
+    def _settled_manifest(self, paths: UserPaths) -> _Manifest:
+        """The manifest, read under the lock only when a lock-free read does not parse."""
+        manifest = self._peek_manifest(paths)
+        if manifest is None:
+            with self._lock(paths).hold():
+                manifest = self._recovered_manifest(paths)
+        return manifest
+
     def _recovered_manifest(self, paths: UserPaths) -> _Manifest:
-        """The manifest after finishing or undoing an interrupted commit. Hold the lock."""
-        manifest = self._read_manifest(paths)
+        """The manifest after finishing or undoing an interrupted commit. Hold the lock.
+
+        The journal comes first: an interrupted commit may have left `memory.json` torn.
+        """
         journal = Journal.pending(paths.journal)
         if journal is not None:
-            journal.recover(paths.dir, paths.journal, manifest.revision)
+            try:
+                raw = read_file(paths.manifest)
+            except FileNotFoundError:
+                raw = b""
+            journal.recover(
+                paths.dir, paths.journal, raw, lambda: self._read_manifest(paths).revision
+            )
             self._drop_cache(paths.user_key)
-            manifest = self._read_manifest(paths)
-        return manifest
+        return self._read_manifest(paths)
 
     def _read_bucket(self, paths: UserPaths, raw_user: str, bucket: str) -> dict[str, Any]:
         facts: dict[str, Any] = {}
@@ -528,18 +556,22 @@ class FileMemoryStorage(MemoryStorage):
             "after": _history_side(summaries, after),
         }
         history_line = (json.dumps(entry, ensure_ascii=False) + "\n").encode("utf-8")
+        new_manifest = (json.dumps(document, ensure_ascii=False, indent=2) + "\n").encode("utf-8")
         Journal(
             operation_id=change_id,
             previous_revision=manifest.revision,
             next_revision=revision,
-            entries=tuple(
-                JournalEntry(str(files[key].relative_to(paths.dir)), _bytes(current[key]))
-                for key in after
+            entries=(
+                *(
+                    JournalEntry(str(files[key].relative_to(paths.dir)), _bytes(current[key]))
+                    for key in after
+                ),
+                JournalEntry(paths.manifest.name, manifest.raw or None),
             ),
             history_line=history_line,
             history_size=_size_of(paths.history),
+            manifest_after=manifest_digest(new_manifest),
         ).write(paths.journal)
-        new_manifest = (json.dumps(document, ensure_ascii=False, indent=2) + "\n").encode("utf-8")
         with SyncBatch() as batch:
             updated = []
             for key, data in after.items():
@@ -554,14 +586,16 @@ class FileMemoryStorage(MemoryStorage):
                 else:
                     batch.stage(path, data)
                     updated.append(path)
-            batch.stage(paths.manifest, new_manifest)
             batch.append(paths.history, history_line)  # an undo cuts it off again
             batch.sync()  # every byte written, and the entries of created and deleted files
             if updated:
                 for path in updated:
                     batch.publish(path)
                 batch.sync()
-            batch.publish(paths.manifest)  # the commit point
+            if manifest.raw:  # the commit point
+                batch.overwrite(paths.manifest, new_manifest)
+            else:
+                batch.create(paths.manifest, new_manifest)
             batch.sync()
         Journal.finish(paths.journal)
         self._remember(paths.user_key, _Manifest(new_manifest, document))
