@@ -123,7 +123,7 @@ def test_a_negative_zero_confidence_is_stored_as_zero(manager: DeerMemMemoryMana
     assert "-0" not in manager.get_context("u")
 
 
-def test_reading_a_user_with_nothing_stored_leaves_nothing_behind(
+def test_reading_or_clearing_a_user_with_nothing_stored_leaves_nothing_behind(
     manager: DeerMemMemoryManager, tmp_path: Path
 ) -> None:
     manager.create_fact("Drinks tea", user_id="u")
@@ -136,6 +136,8 @@ def test_reading_a_user_with_nothing_stored_leaves_nothing_behind(
         manager.revert_change("chg_0", user_id="weird user/../x")
     manager.audit(user_id="nobody")
     reopened(manager).reload_memory(user_id="nobody")
+    assert manager.clear_memory(user_id="nobody")["facts"] == []
+    assert manager.clear_memory(user_id="nobody", agent_name="coder")["facts"] == []
     assert sorted(p.name for p in (tmp_path / "users").iterdir()) == before
 
 

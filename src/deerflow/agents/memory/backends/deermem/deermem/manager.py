@@ -495,6 +495,8 @@ class DeerMemMemoryManager(MemoryManager):
                 for bucket in buckets
                 for fact_id in self._storage.reload(user_id, _agent(bucket)).facts
             ]
+            if not deletes and snapshot.revision == 0:  # nothing stored: leave no directory
+                return self.get_memory(user_id=user_id, agent_name=agent_name)
             summaries = (
                 {}
                 if agent_name is not None
