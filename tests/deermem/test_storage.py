@@ -300,15 +300,22 @@ def test_crash_before_the_commit_point_rolls_back(
     assert Journal.pending(paths.journal) is None
 
 
-def _tear_memory_json(monkeypatch: pytest.MonkeyPatch, share: float) -> None:
-    """Make the commit's in-place write of memory.json stop after `share` of its bytes."""
+def _tear(
+    monkeypatch: pytest.MonkeyPatch, method: str, share: float = 0.5, name: str | None = None
+) -> None:
+    """Make `SyncBatch.<method>` (`create` or `overwrite`) write only `share` of its bytes
+    and crash, for the file `name` (for any file when None)."""
+    real = getattr(SyncBatch, method)
 
     def torn(batch: SyncBatch, path: Path, data: bytes) -> None:
-        with open(path, "r+b") as handle:
+        if name is not None and path.name != name:
+            real(batch, path, data)
+            return
+        with open(path, "r+b" if path.exists() else "wb") as handle:
             handle.write(data[: int(len(data) * share)])
         raise OSError("simulated crash")
 
-    monkeypatch.setattr(SyncBatch, "overwrite", torn)
+    monkeypatch.setattr(SyncBatch, method, torn)
 
 
 @pytest.mark.parametrize("share", [0.1, 0.5, 0.99])
@@ -322,7 +329,7 @@ def test_a_torn_memory_json_is_rolled_back_to_its_bytes_before(
     create(storage, "ivo", kept)
     paths = UserPaths(tmp_path, "ivo")
     before = _memory_files(paths)
-    _tear_memory_json(monkeypatch, share)
+    _tear(monkeypatch, "overwrite", share)
     change = ChangeSet(
         actor="t",
         reason="r",
@@ -346,16 +353,7 @@ def test_a_torn_first_memory_json_is_removed(
 ) -> None:
     """A user's first commit creates memory.json in place: a torn one goes, as if never made."""
     storage = storage_at(tmp_path)
-    create_in_place = SyncBatch.create
-
-    def torn(batch: SyncBatch, path: Path, data: bytes) -> None:
-        if path.name != "memory.json":
-            create_in_place(batch, path, data)
-            return
-        path.write_bytes(data[: len(data) // 2])
-        raise OSError("simulated crash")
-
-    monkeypatch.setattr(SyncBatch, "create", torn)
+    _tear(monkeypatch, "create", name="memory.json")
     with pytest.raises(OSError, match="simulated"):
         create(storage, "ike", fact("first"))
     monkeypatch.undo()
@@ -709,12 +707,7 @@ def test_a_new_fact_file_left_half_written_is_removed_by_recovery(
     storage = storage_at(tmp_path)
     create(storage, "oz", fact("one"))
     paths = UserPaths(tmp_path, "oz")
-
-    def crash_halfway(batch: SyncBatch, path: Path, data: bytes) -> None:
-        path.write_bytes(data[: len(data) // 2])
-        raise OSError("simulated crash")
-
-    monkeypatch.setattr(SyncBatch, "create", crash_halfway)
+    _tear(monkeypatch, "create")
     with pytest.raises(OSError, match="simulated"):
         create(storage, "oz", fact("two"))
     monkeypatch.undo()
