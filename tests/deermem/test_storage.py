@@ -607,6 +607,36 @@ def test_concurrent_processes_lose_no_acknowledged_write(tmp_path: Path) -> None
     assert len(storage_at(tmp_path).read_history("shared")) == len(committed)
 
 
+def test_readers_in_another_process_only_ever_see_whole_commits(tmp_path: Path) -> None:
+    """memory.json is written in place while readers check their caches without the lock:
+    every state a reader gets is one a commit left (summary, revision and facts agreeing)."""
+    writer = subprocess.Popen(
+        [sys.executable, "-m", "tests.deermem.crash_writer", str(tmp_path), "rw", "300"],
+        stdout=subprocess.DEVNULL,
+        cwd=REPO,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+    )
+    reader = storage_at(tmp_path)
+    seen: set[int] = set()
+    while writer.poll() is None:
+        snapshot = reader.load("rw", None)
+        n = snapshot.revision
+        if n:
+            assert snapshot.summaries["user"]["workContext"]["summary"] == f"write {n}"
+            contents = sorted(f["content"] for f in snapshot.facts.values())
+            assert contents == [f"w{n}-a", f"w{n}-b", f"w{n}-c"]
+            revision, facts = reader.load_facts("rw", None, list(snapshot.facts))
+            assert revision >= n
+            # the next write deletes these three facts
+            assert sorted(f["content"] for f in facts.values()) == (
+                contents if revision == n else []
+            )
+        seen.add(n)
+    assert writer.returncode == 0
+    assert reader.load("rw", None).revision == 300
+    assert any(0 < n < 300 for n in seen), "the reader read while the writer wrote"
+
+
 def _journal(previous: int, entries: tuple[JournalEntry, ...] = ()) -> Journal:
     return Journal("chg_test", previous, previous + 1, entries, b'{"change_id": "chg_test"}\n')
 
