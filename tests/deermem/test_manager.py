@@ -6,6 +6,7 @@ import concurrent.futures
 import contextlib
 import random
 import sqlite3
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -169,6 +170,41 @@ def test_an_index_garbled_while_open_is_recreated_and_no_commit_is_reported_fail
     assert [r["content"] for r in manager.search("udon", user_id="u")] == ["likes udon"]
     assert [r["content"] for r in manager.search("ramen", user_id="u")] == ["likes ramen"]
     assert "is unreadable; recreating it from the files" in caplog.text
+
+
+def test_a_search_whose_index_another_thread_recreates_under_it_still_answers(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    manager = make(tmp_path)
+    manager.create_fact("likes ramen", user_id="u")
+    manager.search("ramen", user_id="u")  # the index is open
+    paused, resume = threading.Event(), threading.Event()
+    search = index_module.RetrievalIndex.search
+
+    def pausing(self: index_module.RetrievalIndex, *args: Any, **kwargs: Any) -> Any:
+        if threading.current_thread().name.startswith("paused"):
+            paused.set()
+            assert resume.wait(10)
+        return search(self, *args, **kwargs)
+
+    monkeypatch.setattr(index_module.RetrievalIndex, "search", pausing)
+    with concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="paused") as pool:
+        pending = pool.submit(manager.search, "ramen", user_id="u")
+        assert paused.wait(10)
+        for path in (tmp_path / ".retrieval").glob("index.sqlite3*"):
+            path.write_bytes(b"\xa5" * path.stat().st_size)
+        assert [r["content"] for r in manager.search("ramen", user_id="u")] == ["likes ramen"]
+        resume.set()
+        assert [r["content"] for r in pending.result()] == ["likes ramen"]
+
+
+def test_a_closed_manager_refuses_searches_by_type(tmp_path: Path) -> None:
+    manager = make(tmp_path)
+    manager.create_fact("likes ramen", user_id="u")
+    manager.search("ramen", user_id="u")
+    manager.close()
+    with pytest.raises(index_module.IndexClosedError, match="is closed"):
+        manager.search("ramen", user_id="u")
 
 
 def test_index_catches_up_with_writes_of_another_process(tmp_path: Path) -> None:

@@ -791,8 +791,10 @@ class DeerMemMemoryManager(MemoryManager):
 
     def _with_index(self, use: Callable[[RetrievalIndex], T]) -> T:
         """`use(index)`; an index found unreadable while open is recreated from nothing (it is
-        derived: each user is rebuilt from the files at its next search) and `use` runs again."""
+        derived: each user is rebuilt from the files at its next search) and `use` runs again.
+        So does a `use` whose index another thread closed and recreated under it."""
         from deerflow.agents.memory.backends.deermem.deermem.core.index import (
+            IndexClosedError,
             IndexCorruptionError,
             RetrievalIndex,
         )
@@ -800,6 +802,10 @@ class DeerMemMemoryManager(MemoryManager):
         index = self._index
         try:
             return use(index)
+        except IndexClosedError:
+            if self._opened_index is index:
+                raise  # closed with the manager, not replaced
+            return use(self._index)
         except IndexCorruptionError:
             with self._index_lock:
                 if self._opened_index is index:

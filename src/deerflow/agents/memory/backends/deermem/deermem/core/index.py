@@ -142,6 +142,11 @@ class IndexCorruptionError(MemoryCorruptionError):
     """The index file is not a readable SQLite database; `RetrievalIndex.reset` recreates it."""
 
 
+class IndexClosedError(RuntimeError):
+    """The `RetrievalIndex` was used after `close()` (by its owner, or by a thread that replaced
+    it after finding it unreadable)."""
+
+
 @dataclass(frozen=True, slots=True)
 class IndexedFact:
     """The part of a fact the index stores. `agent` is the bucket name, already validated."""
@@ -215,6 +220,7 @@ class RetrievalIndex:
         self._scopes: OrderedDict[tuple[str, str], _Scope] = OrderedDict()
         path.parent.mkdir(parents=True, exist_ok=True)
         self._lock = threading.Lock()
+        self._closed = False
         self._conn = sqlite3.connect(
             path, timeout=_BUSY_TIMEOUT_S, isolation_level=None, check_same_thread=False
         )
@@ -245,6 +251,7 @@ class RetrievalIndex:
     def close(self) -> None:
         """Close the connection; the object cannot be used afterwards."""
         with self._lock:
+            self._closed = True
             self._conn.close()
 
     def indexed_revision(self, user_key: str) -> int | None:
@@ -579,8 +586,14 @@ class RetrievalIndex:
 
     @contextmanager
     def _guard(self) -> Iterator[None]:
-        """Hold the connection lock and report a corrupt file as `IndexCorruptionError`."""
+        """Hold the connection lock and report a corrupt file as `IndexCorruptionError`.
+
+        Raises:
+            IndexClosedError: `close()` has been called.
+        """
         with self._lock:
+            if self._closed:
+                raise IndexClosedError(f"retrieval index {self.path} is closed")
             try:
                 yield
             except sqlite3.DatabaseError as exc:
