@@ -21,15 +21,17 @@ test: env lint typecheck
 	$(UV_RUN) pytest
 
 lint: env
-	$(UV_RUN) ruff check src tests
-	$(UV_RUN) ruff format --check src tests
+	$(UV_RUN) ruff check src tests benchmarks
+	$(UV_RUN) ruff format --check src tests benchmarks
 
+# The benchmarks are type-checked too, with the bench group (matplotlib) installed for their plots.
 typecheck: env
 	$(UV_RUN) mypy
+	$(UV_RUN) --group bench mypy benchmarks
 
 format: env
-	$(UV_RUN) ruff format src tests
-	$(UV_RUN) ruff check --fix src tests
+	$(UV_RUN) ruff format src tests benchmarks
+	$(UV_RUN) ruff check --fix src tests benchmarks
 
 # `make bench` measures DeerMem (benchmarks/deermem_bench.py, about 3 minutes on 2 cores) and
 # writes benchmarks/results/deermem.{json,png,md}, then the HTTP gateway under 100 concurrent

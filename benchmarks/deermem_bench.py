@@ -72,9 +72,12 @@ from benchmarks.datagen import (
 from benchmarks.recorded import RECORDED, SOURCE
 from benchmarks.timing import summarize, time_calls
 from deerflow.agents.memory.backends.deermem.deermem.core.atomic import atomic_write
-from deerflow.agents.memory.backends.deermem.deermem.core.index import RetrievalIndex
+from deerflow.agents.memory.backends.deermem.deermem.core.index import IndexedFact, RetrievalIndex
 from deerflow.agents.memory.backends.deermem.deermem.core.paths import safe_user_id
-from deerflow.agents.memory.backends.deermem.deermem.core.storage import _buckets_of
+from deerflow.agents.memory.backends.deermem.deermem.core.storage import (
+    FileMemoryStorage,
+    _buckets_of,
+)
 from deerflow.agents.memory.backends.deermem.deermem.governance import normalized
 from deerflow.agents.memory.backends.deermem.deermem.manager import DeerMemMemoryManager
 from deerflow.agents.memory.backends.deermem.deermem.migrate import migrate_if_needed
@@ -387,7 +390,9 @@ def store_users(plan: Plan, others: int) -> list[tuple[str, int, int]]:
 # -- create_fact, single-user search -----------------------------------------------------------
 
 
-def bench_create_fact(plan: Plan, root: Path, log: Log) -> tuple[DeerMemMemoryManager, dict]:
+def bench_create_fact(
+    plan: Plan, root: Path, log: Log
+) -> tuple[DeerMemMemoryManager, dict[str, Any]]:
     """Fill one bucket to `max_facts` with create_fact, then keep creating into the full bucket."""
     manager = open_manager(root, plan, plan.max_facts)
     user = "writer"
@@ -440,6 +445,7 @@ def search_breakdown(
 ) -> dict[str, Any]:
     """Where the manager's search spends its time: its steps replayed one by one, timed apart."""
     storage, index, views = manager._storage, manager._index, manager._views
+    assert isinstance(storage, FileMemoryStorage)  # its private steps are timed one by one
     steps: dict[str, list[float]] = {
         "storage.load (snapshot)": [],
         "index.indexed_revision (SQL)": [],
@@ -574,17 +580,19 @@ def bench_context(plan: Plan, root: Path, log: Log) -> dict[str, Any]:
     for size in plan.context_sizes:
         user = f"ctx{size}"
         text = manager.get_context(user)  # first call: loads the bucket's files (untimed)
-        cached = time_calls(plan.context_samples, lambda i, u=user: manager.get_context(u))
+
+        def context(i: int, u: str = user) -> str:
+            return manager.get_context(u)
+
+        cached = time_calls(plan.context_samples, context)
         snapshot = manager._storage.load(user, None)
         fact_id, fact = min(snapshot.facts.items(), key=lambda item: item[1]["confidence"])
         values = (float(fact["confidence"]), round(float(fact["confidence"]) + 0.001, 3))
 
-        def bust(i: int, u: str = user, f: str = fact_id, v: tuple = values) -> None:
+        def bust(i: int, u: str = user, f: str = fact_id, v: tuple[float, float] = values) -> None:
             manager.update_fact(f, confidence=v[(i + 1) % 2], user_id=u)
 
-        uncached = time_calls(
-            plan.context_samples, lambda i, u=user: manager.get_context(u), before=bust
-        )
+        uncached = time_calls(plan.context_samples, context, before=bust)
         result.setdefault("sizes", {})[str(size)] = {
             "facts": len(snapshot.facts),
             "cached": summarize(cached),
@@ -995,7 +1003,7 @@ def copy_index(root: Path, destination: Path) -> Path:
     return target
 
 
-def extra_facts(plan: Plan, manager: DeerMemMemoryManager) -> list:
+def extra_facts(plan: Plan, manager: DeerMemMemoryManager) -> list[IndexedFact]:
     """Facts new to the probe user (no normalised duplicate of what it holds)."""
     held = {
         normalized(f["content"]) for f in manager._storage.load(PROBE_USER, None).facts.values()

@@ -625,8 +625,8 @@ def print_tables(results: dict[str, Any]) -> None:
     imports = Table(title="Cold start: import time by package (-X importtime, own ms)")
     for column in ("package", "own ms", "share"):
         imports.add_column(column, justify="left" if column == "package" else "right")
-    for cells in _import_rows(results):
-        imports.add_row(*cells)
+    for package_cells in _import_rows(results):
+        imports.add_row(*package_cells)
     if imports.row_count:
         console.print(imports)
     pipeline = Table(title="Where add() and one extraction spend their time (ms, p50)")
