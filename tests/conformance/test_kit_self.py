@@ -177,6 +177,8 @@ BROKEN_BACKENDS = textwrap.dedent(
 
 def test_kit_fails_broken_backends(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(test_broken=BROKEN_BACKENDS)
+    # the inner run does not read this project's pyproject.toml: same setting as ours
+    pytester.makeini("[pytest]\nasyncio_default_fixture_loop_scope = function\n")
     failed = {report.nodeid.split("::", 1)[1] for report in pytester.inline_run().getfailures()}
     for style in ("sync", "async"):
         assert f"TestLeaky::test_facts_do_not_leak_between_users[{style}]" in failed
