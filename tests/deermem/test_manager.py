@@ -142,13 +142,18 @@ def test_search_filters_by_category_before_top_k(tmp_path: Path) -> None:
         manager.search("tea", 0, user_id="u")
 
 
-def test_index_failure_after_commit_heals_on_the_next_search(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+@pytest.fixture(name="manager")
+def one_fact_indexed(tmp_path: Path) -> DeerMemMemoryManager:
+    """A manager over `tmp_path` holding one fact of user "u", its retrieval index open."""
     manager = make(tmp_path)
     manager.create_fact("likes ramen", user_id="u")
     manager.search("ramen", user_id="u")
+    return manager
 
+
+def test_index_failure_after_commit_heals_on_the_next_search(
+    manager: DeerMemMemoryManager, monkeypatch: pytest.MonkeyPatch
+) -> None:
     def broken(*args: object, **kwargs: object) -> None:
         raise sqlite3.OperationalError("disk I/O error")
 
@@ -158,14 +163,16 @@ def test_index_failure_after_commit_heals_on_the_next_search(
     assert [r["content"] for r in manager.search("udon", user_id="u")] == ["likes udon"]
 
 
-def test_an_index_garbled_while_open_is_recreated_and_no_commit_is_reported_failed(
-    tmp_path: Path, caplog: pytest.LogCaptureFixture
-) -> None:
-    manager = make(tmp_path)
-    manager.create_fact("likes ramen", user_id="u")
-    manager.search("ramen", user_id="u")  # the index is open
-    for path in (tmp_path / ".retrieval").glob("index.sqlite3*"):
+def garble_index(root: Path) -> None:
+    """Overwrite the retrieval index and its WAL files with junk, in place."""
+    for path in (root / ".retrieval").glob("index.sqlite3*"):
         path.write_bytes(b"\xa5" * path.stat().st_size)
+
+
+def test_an_index_garbled_while_open_is_recreated_and_no_commit_is_reported_failed(
+    manager: DeerMemMemoryManager, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    garble_index(tmp_path)
     manager.create_fact("likes udon", user_id="u")  # committed, and reported so
     assert [r["content"] for r in manager.search("udon", user_id="u")] == ["likes udon"]
     assert [r["content"] for r in manager.search("ramen", user_id="u")] == ["likes ramen"]
@@ -173,11 +180,8 @@ def test_an_index_garbled_while_open_is_recreated_and_no_commit_is_reported_fail
 
 
 def test_a_search_whose_index_another_thread_recreates_under_it_still_answers(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    manager: DeerMemMemoryManager, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    manager = make(tmp_path)
-    manager.create_fact("likes ramen", user_id="u")
-    manager.search("ramen", user_id="u")  # the index is open
     paused, resume = threading.Event(), threading.Event()
     search = index_module.RetrievalIndex.search
 
@@ -191,17 +195,13 @@ def test_a_search_whose_index_another_thread_recreates_under_it_still_answers(
     with concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="paused") as pool:
         pending = pool.submit(manager.search, "ramen", user_id="u")
         assert paused.wait(10)
-        for path in (tmp_path / ".retrieval").glob("index.sqlite3*"):
-            path.write_bytes(b"\xa5" * path.stat().st_size)
+        garble_index(tmp_path)
         assert [r["content"] for r in manager.search("ramen", user_id="u")] == ["likes ramen"]
         resume.set()
         assert [r["content"] for r in pending.result()] == ["likes ramen"]
 
 
-def test_a_closed_manager_refuses_searches_by_type(tmp_path: Path) -> None:
-    manager = make(tmp_path)
-    manager.create_fact("likes ramen", user_id="u")
-    manager.search("ramen", user_id="u")
+def test_a_closed_manager_refuses_searches_by_type(manager: DeerMemMemoryManager) -> None:
     manager.close()
     with pytest.raises(index_module.IndexClosedError, match="is closed"):
         manager.search("ramen", user_id="u")
