@@ -805,7 +805,6 @@ class DeerMemMemoryManager(MemoryManager):
         except IndexClosedError:
             if self._opened_index is index:
                 raise  # closed with the manager, not replaced
-            return use(self._index)
         except IndexCorruptionError:
             with self._index_lock:
                 if self._opened_index is index:
@@ -815,7 +814,7 @@ class DeerMemMemoryManager(MemoryManager):
                     )
                     index.close()
                     self._opened_index = RetrievalIndex.reset(index.path, self._embedder)
-            return use(self._index)
+        return use(self._index)  # on the index that replaced the one `use` failed on
 
     def _query_similarities(self, snapshot: MemorySnapshot, query: str) -> dict[str, float] | None:
         """Each fact's cosine similarity to `query` from the index; None without embeddings."""
