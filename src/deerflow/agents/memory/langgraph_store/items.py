@@ -116,7 +116,12 @@ def refuse_changed(write: FactWrite, fact: Mapping[str, Any] | None) -> None:
     """Raise `ValueError` naming the first field of `write.unchanged` that `fact` does not hold
     with the same value (every one of them, when there is no stored fact)."""
     for name, field in write.unchanged.items():
-        if fact is None or name not in fact:
+        if fact is None:
+            raise ValueError(
+                f"value[{name!r}]: a new fact takes only {', '.join(WRITABLE_FIELDS)}; the "
+                "memory backend sets its other fields"
+            )
+        if name not in fact:
             raise ValueError(
                 f"value[{name!r}]: not a field DeerFlow Memory stores for a fact (writable "
                 f"fields: {', '.join(WRITABLE_FIELDS)})"
