@@ -10,7 +10,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Generator, Iterable
 from dataclasses import dataclass, field
-from typing import Any, Final, TypeVar
+from typing import Any, Final, Generic, TypeVar
 
 from langgraph.store.base import (
     BaseStore,
@@ -69,6 +69,32 @@ def _call(operation: str, *args: Any, **kwargs: Any) -> _Call:
     return _Call(operation, args, kwargs)
 
 
+class _Driving(Generic[R]):
+    """One operation's steps being run: hands out the next backend call, takes its answer or
+    its error (thrown into the steps, so they can catch it), and keeps the steps' result."""
+
+    def __init__(self, steps: Steps[R]) -> None:
+        self._steps = steps
+        self._answer: Any = None
+        self._error: Exception | None = None
+        self.result: R
+
+    def next_call(self) -> _Call | None:
+        try:
+            if self._error is None:
+                return self._steps.send(self._answer)
+            return self._steps.throw(self._error)
+        except StopIteration as stop:
+            self.result = stop.value
+            return None
+
+    def answered(self, answer: Any) -> None:
+        self._answer, self._error = answer, None
+
+    def failed(self, error: Exception) -> None:
+        self._answer, self._error = None, error
+
+
 def _scope(bucket: Bucket) -> dict[str, Any]:
     return {"user_id": bucket.user_id, "agent_name": bucket.agent_name}
 
@@ -112,41 +138,32 @@ class DeerFlowStore(BaseStore):
     # -- the two drivers -----------------------------------------------------------------------
 
     def _run(self, steps: Steps[R]) -> R:
-        answer: Any = None
-        error: Exception | None = None
-        while True:
+        driving = _Driving(steps)
+        while (call := driving.next_call()) is not None:
             try:
-                call = steps.send(answer) if error is None else steps.throw(error)
-            except StopIteration as stop:
-                return stop.value  # type: ignore[no-any-return]
-            try:
-                answer, error = (
-                    getattr(self._manager, call.operation)(*call.args, **call.kwargs),
-                    None,
-                )
+                driving.answered(getattr(self._manager, call.operation)(*call.args, **call.kwargs))
             except Exception as exc:
-                answer, error = None, exc
+                driving.failed(exc)
+        return driving.result
 
     async def _arun(self, steps: Steps[R]) -> R:
+        driving = _Driving(steps)
+        while (call := driving.next_call()) is not None:
+            try:
+                driving.answered(await self._acall(call))
+            except Exception as exc:
+                driving.failed(exc)
+        return driving.result
+
+    async def _acall(self, call: _Call) -> Any:
         import asyncio
 
-        answer: Any = None
-        error: Exception | None = None
-        while True:
-            try:
-                call = steps.send(answer) if error is None else steps.throw(error)
-            except StopIteration as stop:
-                return stop.value  # type: ignore[no-any-return]
-            try:
-                if call.operation in _WITH_ASYNC_TWIN:
-                    twin = getattr(self._manager, "a" + call.operation)
-                    answer = await twin(*call.args, **call.kwargs)
-                else:  # an extension: no async twin, so a worker thread
-                    method = getattr(self._manager, call.operation)
-                    answer = await asyncio.to_thread(method, *call.args, **call.kwargs)
-                error = None
-            except Exception as exc:
-                answer, error = None, exc
+        if call.operation in _WITH_ASYNC_TWIN:
+            twin = getattr(self._manager, "a" + call.operation)
+            return await twin(*call.args, **call.kwargs)
+        # An extension has no async twin: a worker thread, as the twins themselves use.
+        method = getattr(self._manager, call.operation)
+        return await asyncio.to_thread(method, *call.args, **call.kwargs)
 
     # -- the operations, written once --------------------------------------------------------
 
