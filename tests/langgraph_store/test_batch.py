@@ -6,7 +6,7 @@ import asyncio
 import threading
 import uuid
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import pytest
 from langgraph.store.base import GetOp, ListNamespacesOp, MatchCondition, PutOp, SearchOp
@@ -54,10 +54,18 @@ def test_the_first_failing_operation_stops_the_batch_and_what_ran_before_it_stay
     assert store.get(USER, never) is None
 
 
+class WithoutExtensions(InMemoryMemoryManager):
+    """The reference backend as a backend that never heard of the store would be."""
+
+    # None is how a runtime-checkable Protocol is told a method is absent.
+    create_fact_with_id: ClassVar[None] = None  # type: ignore[assignment]
+    agent_names: ClassVar[None] = None  # type: ignore[assignment]
+
+
 @pytest.mark.parametrize(
     ("backend", "missing"),
     [
-        (InMemoryMemoryManager, "create_fact_with_id, agent_names"),
+        (WithoutExtensions, "create_fact_with_id, agent_names"),
         (
             NoopMemoryManager,
             "get_memory, update_fact, delete_fact, create_fact_with_id, agent_names",
