@@ -210,3 +210,18 @@ def test_index_false_is_refused_and_the_content_field_accepted(store: Driven) ->
     key = new_key()
     store.put(USER, key, {"content": "Drinks tea"}, index=["content"])
     assert store.get(USER, key) is not None
+
+
+def test_undoing_an_update_made_through_the_store_gives_the_item_back(
+    store: Driven, manager: DeerMemMemoryManager
+) -> None:
+    key = new_key()
+    store.put(USER, key, {"content": "Works in Lisbon", "category": "context"})
+    store.put(USER, key, {"content": "Works in Porto"})
+
+    (update, *_) = manager.get_history(user_id="alice")
+    manager.revert_change(update["change_id"], user_id="alice")
+
+    item = store.get(USER, key)
+    assert item is not None
+    assert item.value["content"] == "Works in Lisbon"
