@@ -82,16 +82,17 @@ def test_filters_on_category_and_with_operators(store: Driven, stored: dict[str,
 def test_a_query_with_a_filter_still_fills_the_page(
     store: Driven, manager: DeerMemMemoryManager
 ) -> None:
+    # The wanted facts are the least confident, which the backend ranks last.
     for number in range(12):
-        confidence = 0.9 if number % 4 == 0 else 0.3
+        confidence = 0.2 if number % 4 == 0 else 0.9
         store.put(
             USER, new_key(), {"content": f"Likes tea number {number}", "confidence": confidence}
         )
 
-    found = store.search(USER, query="tea", filter={"confidence": 0.9}, limit=3)
+    found = store.search(USER, query="tea", filter={"confidence": 0.2}, limit=3)
 
     assert len(found) == 3
-    assert all(item.value["confidence"] == 0.9 for item in found)
+    assert all(item.value["confidence"] == 0.2 for item in found)
 
 
 def test_pages_of_a_listing_do_not_overlap_and_cover_everything_newest_first(
