@@ -17,7 +17,7 @@ from typing import Any, Final
 
 from langgraph.store.base import Item, SearchItem
 
-from deerflow.agents.memory.document import validate_category
+from deerflow.agents.memory.manager import validate_category
 
 __all__ = [
     "WRITABLE_FIELDS",

@@ -25,12 +25,6 @@ from langgraph.store.base import (
     validate_op_namespace,
 )
 
-from deerflow.agents.memory.base import MemoryManager, provided_operations
-from deerflow.agents.memory.errors import (
-    DuplicateFactError,
-    FactNotFoundError,
-    MemoryUnsupportedError,
-)
 from deerflow.agents.memory.extensions import AgentListing, FactsWithChosenIds
 from deerflow.agents.memory.langgraph_store.items import (
     category_filter,
@@ -43,6 +37,13 @@ from deerflow.agents.memory.langgraph_store.items import (
     value_of,
 )
 from deerflow.agents.memory.langgraph_store.namespaces import Bucket, NamespaceMap, matches_all
+from deerflow.agents.memory.manager import (
+    DuplicateFactError,
+    FactNotFoundError,
+    MemoryManager,
+    MemoryUnsupportedError,
+    provided_operations,
+)
 
 __all__ = ["DEFAULT_ROOT", "REQUIRED_OPERATIONS", "DeerFlowStore"]
 
