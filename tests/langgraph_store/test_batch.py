@@ -204,3 +204,22 @@ def test_deermem_refuses_a_chosen_id_that_is_taken_or_malformed(
     with pytest.raises(ValueError, match="not a fact id"):
         manager.create_fact_with_id("../etc", "Drinks coffee", user_id="alice")
     assert [f["content"] for f in manager.get_memory(user_id="alice")["facts"]] == ["Drinks tea"]
+
+
+def test_concurrent_async_puts_all_land(
+    raw_store: DeerFlowStore, manager: DeerMemMemoryManager
+) -> None:
+    keys = [new_key() for _ in range(8)]
+
+    async def write_all() -> None:
+        await asyncio.gather(
+            *(
+                raw_store.aput(USER, key, {"content": f"Remembers item {chr(65 + n)}"})
+                for n, key in enumerate(keys)
+            )
+        )
+
+    asyncio.run(write_all())
+
+    stored = {fact["id"] for fact in manager.get_memory(user_id="alice")["facts"]}
+    assert stored == {"fact_" + uuid.UUID(key).hex for key in keys}
