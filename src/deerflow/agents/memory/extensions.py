@@ -11,7 +11,14 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
-__all__ = ["AgentListing", "Auditable", "MarkdownPortable", "Migratable", "Reindexable"]
+__all__ = [
+    "AgentListing",
+    "Auditable",
+    "FactsWithChosenIds",
+    "MarkdownPortable",
+    "Migratable",
+    "Reindexable",
+]
 
 
 @runtime_checkable
@@ -53,3 +60,22 @@ class Migratable(Protocol):
 @runtime_checkable
 class AgentListing(Protocol):
     def agent_names(self, *, user_id: str | None = None) -> list[str]: ...
+
+
+@runtime_checkable
+class FactsWithChosenIds(Protocol):
+    """`create_fact` under an id the caller chose, for callers that keep their own keys (the
+    LangGraph store). The backend accepts ids of the form `create_fact` gives (`fact_` and 32
+    lowercase hex digits) and refuses an id taken in the bucket with `DuplicateFactError` whose
+    `existing_fact_id` is that id."""
+
+    def create_fact_with_id(
+        self,
+        fact_id: str,
+        content: str,
+        category: str = "context",
+        confidence: float = 0.5,
+        *,
+        user_id: str | None = None,
+        agent_name: str | None = None,
+    ) -> dict[str, Any]: ...

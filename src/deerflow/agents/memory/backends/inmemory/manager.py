@@ -37,6 +37,7 @@ from deerflow.agents.memory.errors import (
     FactNotFoundError,
     MemoryConflictError,
 )
+from deerflow.agents.memory.identity import checked_id
 
 __all__ = ["InMemoryMemoryManager"]
 
@@ -248,9 +249,44 @@ class InMemoryMemoryManager(MemoryManager):
     ) -> tuple[dict[str, Any], str | None]:
         given = {"content": content, "category": category, "confidence": confidence}
         fact = _fact(given, utc_now(), source="manual")
+        return self._create(fact, user_id, agent_name), fact["id"]
+
+    def create_fact_with_id(
+        self,
+        fact_id: str,
+        content: str,
+        category: str = "context",
+        confidence: float = 0.5,
+        *,
+        user_id: str | None = None,
+        agent_name: str | None = None,
+    ) -> dict[str, Any]:
+        """`create_fact` under the caller's id (the `FactsWithChosenIds` extension).
+
+        Raises:
+            DuplicateFactError: the id is taken in the bucket, or the content is stored.
+        """
+        checked_id(fact_id, "fact_id")
+        given = {"id": fact_id, "content": content, "category": category, "confidence": confidence}
+        return self._create(_fact(given, utc_now(), source="manual"), user_id, agent_name)
+
+    def _create(self, fact: _Fact, user_id: str | None, agent_name: str | None) -> dict[str, Any]:
+        bucket = _bucket(agent_name)
         with self._lock:
-            self._commit(user_id, "create_fact", [(_bucket(agent_name), None, fact)])
-            return self._document(user_id, agent_name), fact["id"]
+            if fact["id"] in self._state(user_id).buckets.get(bucket, {}):
+                raise DuplicateFactError(
+                    f"a fact with this id exists: {fact['id']}", existing_fact_id=fact["id"]
+                )
+            self._commit(user_id, "create_fact", [(bucket, None, fact)])
+            return self._document(user_id, agent_name)
+
+    def agent_names(self, *, user_id: str | None = None) -> list[str]:
+        """The agents whose buckets hold facts of the user (the `AgentListing` extension)."""
+        with self._lock:
+            buckets = self._state(user_id).buckets
+            return sorted(
+                name for name, facts in buckets.items() if facts and name != DEFAULT_BUCKET
+            )
 
     def update_fact(
         self,

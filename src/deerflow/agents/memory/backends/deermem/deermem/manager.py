@@ -52,6 +52,7 @@ from deerflow.agents.memory.backends.deermem.deermem.migrate import find_legacy,
 from deerflow.agents.memory.backends.deermem.deermem.usage import FactUsage
 from deerflow.agents.memory.backends.deermem.deermem.views import RecordViews
 from deerflow.agents.memory.manager import (
+    DuplicateFactError,
     FactNotFoundError,
     MemoryConflictError,
     MemoryManager,
@@ -371,6 +372,44 @@ class DeerMemMemoryManager(MemoryManager):
         user_id: str | None = None,
         agent_name: str | None = None,
     ) -> tuple[dict[str, Any], str | None]:
+        return self._create_fact(
+            content, category, confidence, None, user_id=user_id, agent_name=agent_name
+        )
+
+    def create_fact_with_id(
+        self,
+        fact_id: str,
+        content: str,
+        category: str = "context",
+        confidence: float = 0.5,
+        *,
+        user_id: str | None = None,
+        agent_name: str | None = None,
+    ) -> dict[str, Any]:
+        """`create_fact` under an id the caller chose (the `FactsWithChosenIds` extension).
+
+        Raises:
+            ValueError: as `create_fact`, or `fact_id` is not `fact_` followed by 8 to 64
+                lowercase hex digits.
+            DuplicateFactError: the id is taken in this bucket (`existing_fact_id` is the id),
+                or the same content is stored under another id.
+        """
+        validate_fact_id(fact_id)
+        document, _ = self._create_fact(
+            content, category, confidence, fact_id, user_id=user_id, agent_name=agent_name
+        )
+        return document
+
+    def _create_fact(
+        self,
+        content: str,
+        category: str,
+        confidence: float,
+        fact_id: str | None,
+        *,
+        user_id: str | None,
+        agent_name: str | None,
+    ) -> tuple[dict[str, Any], str | None]:
         from deerflow.agents.memory.backends.deermem.deermem.core.scrub import refuse_secrets
 
         text = validate_content(content)
@@ -381,10 +420,14 @@ class DeerMemMemoryManager(MemoryManager):
         def attempt() -> tuple[dict[str, Any], str | None]:
             snapshot = self._storage.load(user_id, agent_name)
             columns = self._views.columns(snapshot)
+            if fact_id is not None and fact_id in snapshot.facts:
+                raise DuplicateFactError(
+                    f"a fact with this id already exists: {fact_id}", existing_fact_id=fact_id
+                )
             refuse_duplicate(columns.ids, columns.normalized, text)
             now = utc_now()
             record: dict[str, Any] = {
-                "id": f"fact_{uuid.uuid4().hex}",
+                "id": fact_id or f"fact_{uuid.uuid4().hex}",
                 "category": category,
                 "confidence": confidence,
                 "createdAt": now,
