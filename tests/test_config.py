@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from deerflow.agents.memory.backend_keys import STRICT_KEY
 from deerflow.agents.memory.backends.deermem.deermem.config import DeerMemConfig, parse_config
 from deerflow.config import (
     ConfigError,
@@ -168,7 +169,7 @@ def test_example_config_is_valid_and_documents_every_memory_key() -> None:
     config = load_config(example, environ={"OPENAI_API_KEY": "sk-test"})
     backend_config = config.memory.backend_config
     assert config.memory == MemoryConfig(backend_config=backend_config)
-    assert set(backend_config) == set(DeerMemConfig.model_fields)
+    assert set(backend_config) == {*DeerMemConfig.model_fields, STRICT_KEY}
     assert parse_config({**backend_config, "storage_path": "/data"}).max_facts == 100
     memory_block = yaml.safe_load(example.read_text())["memory"]
     assert set(memory_block) == set(MemoryConfig.model_fields)
