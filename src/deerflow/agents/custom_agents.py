@@ -100,7 +100,7 @@ def load_agent(name: str, home: Path, environ: Mapping[str, str] | None = None) 
     try:
         config = parse_model(AgentConfig, interpolate(raw, env), "")
     except ValueError as exc:
-        raise ConfigError(f"{config_path}: {exc}") from None
+        raise ConfigError.at(config_path, str(exc)) from None
     warn_unknown_keys(config, str(config_path))
     soul_path = folder / SOUL_FILE
     try:
