@@ -14,7 +14,6 @@ from deerflow.agents.memory.manager import (
     MemoryManager,
     MemoryManagerError,
     build_memory_manager,
-    default_host_hooks,
 )
 from deerflow.config import AppConfig, ConfigError, load_config, resolve_config_path
 from deerflow.models.factory import check_model_classes
@@ -46,7 +45,7 @@ def build_checked(config: AppConfig, source: Path, *, home: Path | None = None) 
         MemoryManagerError: the backend's storage or server failed, which is no config error.
     """
     try:
-        return build_memory_manager(config.memory, home=home, host_hooks=default_host_hooks(config))
+        return build_memory_manager(config, home=home)
     except MemoryManagerError:
         raise
     except ValueError as exc:

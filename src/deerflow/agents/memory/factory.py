@@ -117,9 +117,17 @@ def resolve_storage_path(backend_config: dict[str, Any], home: Path) -> dict[str
 
 
 def build_memory_manager(
-    memory: MemoryConfig, *, home: Path | None = None, host_hooks: HostHooks | None = None
+    config: AppConfig | MemoryConfig,
+    *,
+    home: Path | None = None,
+    host_hooks: HostHooks | None = None,
 ) -> MemoryManager:
     """Resolve the configured backend and construct it through its `from_config`.
+
+    Given the whole `AppConfig`, the backend gets the host's hooks (`default_host_hooks`): the
+    first of `models:` for extraction, tracing, metrics; so `build_memory_manager(load_config())`
+    learns with the configured model. Given only its `memory:` block, the backend gets
+    `host_hooks` and nothing else: without a model of its own it cannot extract.
 
     Raises:
         ValueError: an unusable `manager_class` or `storage_path`, or the backend refused its
@@ -127,7 +135,13 @@ def build_memory_manager(
     """
     # Imported here: the loader brings in PyYAML, which a backend imported alone never needs.
     from deerflow.config.loader import runtime_home
+    from deerflow.config.schema import AppConfig
 
+    if isinstance(config, AppConfig):
+        memory = config.memory
+        host_hooks = default_host_hooks(config) if host_hooks is None else host_hooks
+    else:
+        memory = config
     cls = resolve_manager_class(memory.manager_class)
     check_contract(cls, memory.mode)  # before from_config: a class can be refused unbuilt
     backend_config = resolve_storage_path(memory.backend_config, home or runtime_home())
@@ -148,10 +162,7 @@ def get_memory_manager(config: AppConfig | None = None) -> MemoryManager:
     if _manager is None:
         with _manager_lock:
             if _manager is None:
-                app_config = config or load_config()
-                _manager = build_memory_manager(
-                    app_config.memory, host_hooks=default_host_hooks(app_config)
-                )
+                _manager = build_memory_manager(config or load_config())
     return _manager
 
 
