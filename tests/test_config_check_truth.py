@@ -158,3 +158,17 @@ def test_each_config_check_calls_valid_starts_serve_chat_and_memory_show(
     with serve_process("--config", str(config), home=isolated_environment) as server:
         assert httpx.get(server.base_url + "/api/memory").status_code == 200
         server.terminate()
+
+
+def test_config_example_yaml_runs_with_the_openai_extra_and_a_key(
+    isolated_environment: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    pytest.importorskip("langchain_openai", reason="the openai extra is not installed")
+    example = Path(__file__).resolve().parents[1] / "config.example.yaml"
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test-key-0123456789")
+    assert check(example).exit_code == 0
+    monkeypatch.setitem(sys.modules, "langchain_openai", None)
+    refused = check(example)
+    assert refused.exit_code == 1
+    assert "models[0].use" in refused.output
+    assert "uv sync --extra openai" in refused.output
