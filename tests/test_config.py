@@ -145,6 +145,18 @@ def test_unknown_keys_warn_once_and_do_not_fail(
     assert config.memory.injection_enabled is True
 
 
+def test_typo_warnings_name_the_file_that_was_read(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(config_loader, "_warned_keys", set())
+    path = write(tmp_path / "staging.yaml", "memroy: {}\n")
+    with caplog.at_level(logging.WARNING, logger="deerflow.config.loader"):
+        load_config(path)
+    assert [r.getMessage() for r in caplog.records] == [
+        f"{path}: unknown key 'memroy' is ignored (a typo?)"
+    ]
+
+
 def test_model_keys_beyond_name_and_use_are_constructor_arguments(tmp_path: Path) -> None:
     path = write(
         tmp_path / "config.yaml",
