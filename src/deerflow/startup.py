@@ -10,11 +10,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from deerflow.agents.memory.manager import (
-    MemoryManager,
-    MemoryManagerError,
-    build_memory_manager,
-)
+from deerflow.agents.memory.manager import MemoryManager, build_memory_manager
 from deerflow.config import AppConfig, ConfigError, load_config, resolve_config_path
 from deerflow.models.factory import check_model_classes
 
@@ -42,11 +38,10 @@ def build_checked(config: AppConfig, source: Path, *, home: Path | None = None) 
     Raises:
         ConfigError: the backend refused its configuration (its own keys, the mode, the
             storage location), one line per problem naming `source` and the key.
-        MemoryManagerError: the backend's storage or server failed, which is no config error.
+        MemoryManagerError: the backend's storage or server failed (not a `ValueError`, so it
+            passes through as what it is).
     """
     try:
         return build_memory_manager(config, home=home)
-    except MemoryManagerError:
-        raise
     except ValueError as exc:
         raise ConfigError.at(source, str(exc)) from None
