@@ -1,9 +1,10 @@
 """`deerflow config check` tells the truth: what it refuses names the file and the key, and what
-it calls valid starts `serve` (a real uvicorn on loopback), `chat` (a scripted model) and
-`memory show`."""
+it calls valid starts `serve` (a real uvicorn on loopback), `chat` (a scripted model), `memory
+show` and `mcp` (a real MCP client over stdio)."""
 
 from __future__ import annotations
 
+import asyncio
 import sys
 from pathlib import Path
 from typing import Any
@@ -16,6 +17,7 @@ from typer.testing import CliRunner
 from deerflow.cli.app import app
 from tests.gateway.test_lifecycle import serve_process
 from tests.harness.scripted_model import USE, ScriptedConversationModel
+from tests.harness.test_mcp_server import session_calls
 from tests.test_deerflow_blocks import DEERMEM_BLOCK
 
 WIDE = {"COLUMNS": "300"}
@@ -134,8 +136,12 @@ VALID: list[tuple[str, dict[str, Any] | str]] = [
 
 
 @pytest.mark.parametrize(("label", "document"), VALID, ids=[row[0] for row in VALID])
-def test_each_config_check_calls_valid_starts_serve_chat_and_memory_show(
-    tmp_path: Path, isolated_environment: Path, label: str, document: dict[str, Any] | str
+def test_each_config_check_calls_valid_starts_serve_chat_memory_show_and_mcp(
+    tmp_path: Path,
+    isolated_environment: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    label: str,
+    document: dict[str, Any] | str,
 ) -> None:
     config = tmp_path / "config.yaml"
     if isinstance(document, str):
@@ -158,6 +164,14 @@ def test_each_config_check_calls_valid_starts_serve_chat_and_memory_show(
     with serve_process("--config", str(config), home=isolated_environment) as server:
         assert httpx.get(server.base_url + "/api/memory").status_code == 200
         server.terminate()
+
+    # The child process imports the scripted model from this repository's tests package.
+    monkeypatch.setenv("PYTHONPATH", str(Path(__file__).resolve().parents[1]))
+    tools, (found,) = asyncio.run(
+        session_calls(config, "alice", [("memory_search", {"query": "pnpm"})])
+    )
+    assert len(tools) == 4
+    assert not found.isError
 
 
 def test_config_example_yaml_runs_with_the_openai_extra_and_a_key(
