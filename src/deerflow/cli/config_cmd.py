@@ -12,6 +12,7 @@ from rich.markup import escape
 from rich.syntax import Syntax
 
 from deerflow.agents.memory.factory import resolve_storage_path
+from deerflow.agents.memory.manager import MemoryManagerError
 from deerflow.cli.options import ConfigOption, JsonOption
 from deerflow.config import runtime_home
 from deerflow.redaction import redact, redact_text
@@ -31,7 +32,8 @@ def check(config: ConfigOption = None, json_output: JsonOption = False) -> None:
     """
     try:
         report = check_config(config)
-    except ValueError as exc:
+    # Startup would stop on any of these: the backend's storage or server failing counts too.
+    except (ValueError, MemoryManagerError, OSError) as exc:
         problems = redact_text(str(exc)).splitlines()
         if json_output:
             typer.echo(json.dumps({"valid": False, "errors": problems}, indent=2))
@@ -57,6 +59,7 @@ def check_config(path: Any = None) -> dict[str, Any]:
 
     Raises:
         ValueError: every problem found, one per line, naming the file and the dotted key.
+        MemoryManagerError, OSError: building the backend failed (its storage, its server).
     """
     config, source = load_checked(path)
     home = runtime_home()
