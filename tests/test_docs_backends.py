@@ -104,7 +104,8 @@ def test_example_rejects_unknown_keys_with_the_dotted_path(
 ) -> None:
     add_module(monkeypatch, tmp_path, "my_notes", worked_example())
     memory = MemoryConfig(
-        manager_class=f"my_notes:{CLASS_NAME}", backend_config={"max_context_char": 10}
+        manager_class=f"my_notes:{CLASS_NAME}",
+        backend_config={"max_context_char": 10, "strict": True},
     )
-    with pytest.raises(ValueError, match=r"memory\.backend_config\.max_context_char: Extra inputs"):
+    with pytest.raises(ValueError, match=r"memory\.backend_config\.max_context_char: unknown key"):
         build_memory_manager(memory, home=tmp_path)

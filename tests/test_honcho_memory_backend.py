@@ -90,12 +90,15 @@ def posts_of_messages(honcho: FakeHoncho) -> int:
 @pytest.mark.parametrize(
     ("config", "named"),
     [
-        ({"base_ur": "http://h"}, "memory.backend_config.base_ur"),
-        ({"api_key": SECRET}, "memory.backend_config.api_key"),
+        ({"base_ur": "http://h", "strict": True}, "memory.backend_config.base_ur"),
+        ({"api_key": SECRET, "strict": True}, "memory.backend_config.api_key"),
         ({"base_url": "ftp://h"}, "memory.backend_config.base_url"),
         ({"timeout_seconds": 0}, "memory.backend_config.timeout_seconds"),
         ({"failure_policy": {"read": "raise"}}, "memory.backend_config.failure_policy.read"),
-        ({"failure_policy": {"writ": "raise"}}, "memory.backend_config.failure_policy.writ"),
+        (
+            {"failure_policy": {"writ": "raise"}, "strict": True},
+            "memory.backend_config.failure_policy.writ: unknown key (did you mean 'write'?)",
+        ),
         ({"workspace_prefix": "a.b"}, "memory.backend_config.workspace_prefix"),
         ({"max_context_chars": -1}, "memory.backend_config.max_context_chars"),
     ],

@@ -34,7 +34,8 @@ def test_folder_exposes_manager_class() -> None:
 
 
 @pytest.mark.parametrize(
-    "config", [{"max_context_chars": 0}, {"max_context_chars": "many"}, {"typo": 1}]
+    "config",
+    [{"max_context_chars": 0}, {"max_context_chars": "many"}, {"typo": 1, "strict": True}],
 )
 def test_bad_config_is_refused(config: dict[str, Any]) -> None:
     with pytest.raises(ValueError, match=r"memory\.backend_config\."):

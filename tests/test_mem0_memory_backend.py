@@ -267,11 +267,14 @@ def test_local_without_the_extra_names_it(tmp_path: Path, monkeypatch: pytest.Mo
 @pytest.mark.parametrize(
     ("overrides", "message"),
     [
-        ({"max_facts": 10}, "memory.backend_config.max_facts: unknown key for transport 'local'"),
-        ({"base_url": "http://x"}, "memory.backend_config.base_url: unknown key"),
+        ({"max_facts": 10, "strict": True}, "memory.backend_config.max_facts: unknown key"),
+        ({"base_url": "http://x", "strict": True}, "memory.backend_config.base_url: unknown key"),
         ({"transport": "grpc"}, "memory.backend_config.transport: must be 'local' or 'http'"),
         ({"failure_policy": {"read": "ignore"}}, "memory.backend_config.failure_policy.read"),
-        ({"failure_policy": {"reed": "fail_open"}}, "memory.backend_config.failure_policy.reed"),
+        (
+            {"failure_policy": {"reed": "fail_open"}, "strict": True},
+            "memory.backend_config.failure_policy.reed: unknown key (did you mean 'read'?)",
+        ),
         ({"embedding_dims": 0}, "memory.backend_config.embedding_dims"),
         ({"default_agent_id": "two words"}, "memory.backend_config.default_agent_id"),
         ({"embedder": {"use": "no_such_pkg:Embed"}}, "memory.backend_config.embedder.use"),
@@ -290,7 +293,9 @@ def test_http_config_refuses_local_keys_and_a_missing_key(
     server: FakeMem0Server, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     with pytest.raises(ValueError, match=r"memory\.backend_config\.embedder: unknown key"):
-        Mem0MemoryManager.from_config({**http_config(server), "embedder": {"use": "x:Y"}})
+        Mem0MemoryManager.from_config(
+            {**http_config(server), "embedder": {"use": "x:Y"}, "strict": True}
+        )
     monkeypatch.delenv("MEM0_TEST_KEY")
     with pytest.raises(ValueError, match="MEM0_TEST_KEY is not set"):
         Mem0MemoryManager.from_config(http_config(server))

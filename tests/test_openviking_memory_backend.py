@@ -586,15 +586,20 @@ def test_warm_checks_health(
 @pytest.mark.parametrize(
     ("config", "message"),
     [
-        ({"owner": "alice"}, r"memory\.backend_config\.owner: Extra inputs are not permitted"),
-        ({"retrieval": {"topk": 3}}, r"memory\.backend_config\.retrieval\.topk: Extra inputs"),
+        (
+            {"owner": "alice", "strict": True},
+            r"memory\.backend_config\.owner: unknown key \(did you mean 'owner_user_id'\?\)",
+        ),
+        (
+            {"retrieval": {"topk": 3}, "strict": True},
+            r"memory\.backend_config\.retrieval\.topk: unknown key \(did you mean 'top_k'\?\)",
+        ),
         ({"failure_policy": {"read": "ignore"}}, r"failure_policy\.read"),
         ({"failure_policy": {"write": "fail_closed"}}, r"failure_policy\.write"),
         ({"retrieval": {"top_k": 0}}, r"retrieval\.top_k"),
         ({"retrieval": {"max_injection_chars": 10}}, r"retrieval\.max_injection_chars"),
         ({"retrieval": {"score_threshold": 1.5}}, r"retrieval\.score_threshold"),
         ({"base_url": "ftp://host"}, "absolute http"),
-        ({"base_url": "http://ov.example.com"}, "allow_insecure_http"),
         ({"base_url": "https://u:pw@ov.example.com"}, "must not carry credentials"),
         ({"owner_user_id": "  "}, "must name a user"),
         ({"api_key_env": "sk-live-0123"}, "name of an environment variable"),
@@ -615,15 +620,32 @@ def test_accepted_config_variants(tmp_path: Path, client: SpyClient) -> None:
     build(tmp_path, client, base_url="http://ov.internal:1933", allow_insecure_http=True)
 
 
+def test_plain_http_to_another_host_starts_with_a_warning_naming_the_risk(
+    tmp_path: Path, client: SpyClient, caplog: pytest.LogCaptureFixture
+) -> None:
+    with caplog.at_level(logging.WARNING):
+        build(tmp_path, client, base_url="http://openviking:1933")
+    assert "plain http to openviking sends the OpenViking API key" in caplog.text
+    assert "unencrypted" in caplog.text
+    caplog.clear()
+    with caplog.at_level(logging.WARNING):
+        build(tmp_path, client, base_url="http://openviking:1933", allow_insecure_http=True)
+    assert "unencrypted" not in caplog.text
+
+
 def test_secrets_never_appear_in_errors_or_logs(
     tmp_path: Path,
     memory: InMemoryOpenVikingClient,
     monkeypatch: pytest.MonkeyPatch,
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    with pytest.raises(ValueError, match=r"memory\.backend_config\.api_key: Extra") as info:
-        build(tmp_path, memory, api_key=API_KEY)
+    with pytest.raises(ValueError, match=r"memory\.backend_config\.api_key: unknown") as info:
+        build(tmp_path, memory, api_key=API_KEY, strict=True)
     assert API_KEY not in str(info.value)
+    with caplog.at_level(logging.WARNING):
+        build(tmp_path, memory, api_key=API_KEY)  # ignored, with a warning that hides the value
+    assert "memory.backend_config.api_key: unknown key" in caplog.text
+    assert API_KEY not in caplog.text
 
     monkeypatch.delenv("OPENVIKING_API_KEY", raising=False)
     config = {"storage_path": str(tmp_path), "owner_user_id": OWNER}

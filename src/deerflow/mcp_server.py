@@ -9,6 +9,7 @@ their argument schemas and their JSON results are the same as in tool mode
 from __future__ import annotations
 
 import asyncio
+import importlib.metadata
 import json
 from typing import Any, Final
 
@@ -22,12 +23,15 @@ from deerflow.agents.tools.memory_core import MEMORY_TOOL_SPECS, MemoryScope, ca
 __all__ = ["SERVER_NAME", "build_mcp_server", "serve_stdio"]
 
 SERVER_NAME: Final = "deerflow-memory"
+DISTRIBUTION: Final = "deerflow-memory"
 
 
 def build_mcp_server(manager: MemoryManager, scope: MemoryScope) -> Server[Any, Any]:
     """An MCP server whose tools reach `manager` in `scope` only."""
     server: Server[Any, Any] = Server(
         SERVER_NAME,
+        # The client shows it as the server's version (serverInfo.version), not the SDK's.
+        version=importlib.metadata.version(DISTRIBUTION),
         instructions=(
             f"Long-term memory about the user {scope.user_id!r}: search it before assuming "
             "something is unknown; add only durable facts; update rather than duplicate."

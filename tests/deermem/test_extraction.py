@@ -405,6 +405,37 @@ def test_gate_summaries() -> None:
     assert result.rejected == {"scope": 1, "authority": 1, "missing_labels": 1, "bad_field": 1}
 
 
+def test_gate_keeps_summaries_in_deerflows_format_without_durability() -> None:
+    """DeerFlow's reply labels a summary section with scope and authority only."""
+    deerflow_labels = {"scope": "user", "authority": "descriptive"}
+    raw = {
+        "user": {
+            "workContext": {
+                "summary": "Backend engineer at Acme.",
+                "shouldUpdate": True,
+                "labels": deerflow_labels,
+            },
+            # Flattened onto the section, as some models answer.
+            "topOfMind": {"summary": "Ships v2.", "shouldUpdate": True, **deerflow_labels},
+            "personalContext": {
+                "summary": "Has a dog.",
+                "shouldUpdate": True,
+                "labels": {"scope": "user"},
+            },
+        },
+        # A fact still needs all three labels.
+        "newFacts": [
+            {"content": "Uses uv", "category": "preference", "confidence": 0.9, **deerflow_labels}
+        ],
+    }
+    result = gate(raw, known_fact_ids=KNOWN)
+    assert result.summaries == {
+        "user": {"workContext": "Backend engineer at Acme.", "topOfMind": "Ships v2."}
+    }
+    assert result.new_facts == ()
+    assert result.rejected == {"missing_labels": 2}
+
+
 def test_gate_staleness_and_consolidation() -> None:
     raw = {
         "staleFactsToExtend": [

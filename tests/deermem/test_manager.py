@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import contextlib
+import logging
 import random
 import sqlite3
 import threading
@@ -53,13 +54,42 @@ def test_is_the_default_backend_through_the_factory(tmp_path: Path) -> None:
     assert isinstance(manager, DeerMemMemoryManager)
 
 
-def test_unknown_backend_keys_are_refused_with_the_dotted_path(tmp_path: Path) -> None:
-    with pytest.raises(ValueError, match=r"memory\.backend_config\.max_fact: Extra inputs"):
+def test_unknown_backend_keys_warn_once_with_a_did_you_mean_and_strict_refuses_them(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    with caplog.at_level(logging.WARNING):
+        assert make(tmp_path, max_fact=10)._config.max_facts == 100
         make(tmp_path, max_fact=10)
+    warnings = [r.getMessage() for r in caplog.records if "max_fact:" in r.getMessage()]
+    assert warnings == [
+        "memory.backend_config.max_fact: unknown key (did you mean 'max_facts'?); it is ignored"
+    ]
     with pytest.raises(
-        ValueError, match=r"memory\.backend_config\.max_facts: .*less than or equal to 500"
+        ValueError,
+        match=r"memory\.backend_config\.max_fact: unknown key \(did you mean 'max_facts'\?\); "
+        r"refused because memory\.backend_config\.strict is true",
     ):
-        make(tmp_path, max_facts=501)
+        make(tmp_path, max_fact=10, strict=True)
+    with pytest.raises(ValueError, match=r"memory\.backend_config\.strict: must be true or false"):
+        make(tmp_path, strict="yes")
+
+
+def test_max_facts_accepts_deerflow_values_and_warns_about_costs_above_500(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    with caplog.at_level(logging.WARNING):
+        assert make(tmp_path, max_facts=500)._config.max_facts == 500
+    assert "max_facts" not in caplog.text
+    with caplog.at_level(logging.WARNING):
+        assert make(tmp_path, max_facts=1000)._config.max_facts == 1000
+    assert "max_facts=1000 is above 500" in caplog.text
+    for refused in (9, 10_001):
+        with pytest.raises(ValueError, match=r"memory\.backend_config\.max_facts: "):
+            make(tmp_path, max_facts=refused)
+
+
+def test_empty_storage_class_means_the_default_storage(tmp_path: Path) -> None:
+    assert isinstance(make(tmp_path, storage_class="").storage, FileMemoryStorage)
 
 
 def test_alice_layout_and_out_of_band_edit(tmp_path: Path) -> None:

@@ -412,9 +412,9 @@ def test_a_hashed_user_directory_without_a_user_id_is_reported(tmp_path: Path) -
 
 
 def test_an_agent_directory_that_is_no_agent_name_is_refused(tmp_path: Path) -> None:
-    write_json(tmp_path / "agents" / "my_agent" / "memory.json", v1_document(v1_fact("A")))
+    write_json(tmp_path / "agents" / "my.agent" / "memory.json", v1_document(v1_fact("A")))
     [user] = migrate(tmp_path, storage_at(tmp_path)).users
-    assert "agent_name: 'my_agent' must match" in str(user.error)
+    assert "agent_name: 'my.agent' must match" in str(user.error)
 
 
 def test_another_root_is_refused(tmp_path: Path) -> None:

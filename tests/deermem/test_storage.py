@@ -220,10 +220,16 @@ def test_hashed_ids_never_collide_with_plain_ids(tmp_path: Path) -> None:
     assert storage.load(hashed.replace(".", "-"), None).facts == {}
 
 
-@pytest.mark.parametrize("agent", ["../up", "a/b", "has space", "", "__default__"])
+@pytest.mark.parametrize("agent", ["../up", "a/b", "has space", "", "__default__", "_x", "a.b"])
 def test_bad_agent_names_are_refused(tmp_path: Path, agent: str) -> None:
     with pytest.raises(ValueError, match="agent_name"):
         storage_at(tmp_path).load("u", agent)
+
+
+def test_every_custom_agent_name_is_a_bucket(tmp_path: Path) -> None:
+    storage = storage_at(tmp_path)
+    for agent in ("my_agent", "My_Agent-2", "a_", "x" * 64):
+        assert storage.load("u", agent).facts == {}
 
 
 def test_agent_names_are_case_insensitive_buckets(tmp_path: Path) -> None:

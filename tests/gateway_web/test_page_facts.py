@@ -160,8 +160,10 @@ def test_refused_input_is_explained(page: Page, gateway: Gateway, screenshot: Sc
     page.get_by_label("Agent bucket").press("Enter")
     assert page.get_by_label("Agent bucket").evaluate("input => input.validity.valid") is False
     expect(page.locator("#facts-heading")).to_have_text("Facts of the default bucket")
+    page.get_by_label("Agent bucket").fill("my_agent")  # every custom agent's name is a bucket
+    assert page.get_by_label("Agent bucket").evaluate("input => input.validity.valid") is True
 
     # ... and the server refuses one that arrives another way (an edited address).
-    page.goto("/#agent=no_such_agent")
+    page.goto("/#agent=_no_such_agent")
     page.reload()
     expect(page.get_by_role("alert")).to_contain_text("Could not load the memory: agent_name")

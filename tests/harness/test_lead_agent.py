@@ -20,6 +20,7 @@ from deerflow.agents.memory.manager import (
     build_memory_manager,
     default_host_hooks,
 )
+from deerflow.agents.memory_wiring import wire_memory
 from deerflow.config import AppConfig, ConfigError
 from deerflow.config.loader import parse_config
 from deerflow.models import create_chat_model
@@ -282,3 +283,63 @@ def test_an_unknown_agent_lists_the_ones_there_are(
 
     with pytest.raises(ValueError, match=r"no agent 'coder'.*\(agents: writer\)"):
         make_lead_agent(config, "coder")
+
+
+def test_an_agent_with_an_underscore_remembers_across_two_threads(
+    tmp_path: Path, isolated_environment: Path
+) -> None:
+    facts = [{"content": PNPM, "category": "preference", "confidence": 0.9}]
+    config = app_config(tmp_path, scripted(replies=["Noted."], facts=facts))
+    add_agent(isolated_environment, "my_agent", "description: has an underscore\n")
+    manager = manager_for(config)
+    try:
+        agent = asyncio.run(amake_lead_agent(config, "my_agent", manager=manager))
+        ask(agent, "I use pnpm for JavaScript.", thread="first")
+        assert manager.shutdown_flush(10)
+        ScriptedConversationModel.reset()
+        ask(agent, "Which package manager do I use?", thread="second")
+        stored = manager.get_memory(user_id="alice", agent_name="my_agent")["facts"]
+    finally:
+        manager.close()
+
+    assert [fact["content"] for fact in stored] == [PNPM]
+    assert PNPM in ScriptedConversationModel.system_prompts()[0], "thread two starts with it"
+
+
+def test_configurable_agent_name_chooses_the_bucket_of_the_request(tmp_path: Path) -> None:
+    facts = [{"content": PNPM, "category": "preference", "confidence": 0.9}]
+    config = app_config(tmp_path, scripted(replies=["Noted."], facts=facts))
+    manager = manager_for(config)
+    try:
+        agent = make_lead_agent(config, manager=manager)
+
+        async def run(configurable: dict[str, Any]) -> None:
+            await agent.ainvoke(
+                {"messages": [HumanMessage("I use pnpm for JavaScript.")]},
+                config={"configurable": configurable},
+                context=AgentContext(user_id="alice"),
+            )
+
+        asyncio.run(run({"thread_id": "t1", "agent_name": "team_bot"}))
+        assert manager.shutdown_flush(10)
+        bucket = manager.get_memory(user_id="alice", agent_name="team_bot")["facts"]
+        default_facts = manager.get_memory(user_id="alice")["facts"]
+        with pytest.raises(ValueError, match=r"agent name '__default__'"):
+            asyncio.run(run({"thread_id": "t2", "agent_name": "__default__"}))
+    finally:
+        manager.close()
+
+    assert [fact["content"] for fact in bucket] == [PNPM]
+    assert default_facts == []
+
+
+def test_an_agent_name_memory_cannot_use_fails_when_the_agent_is_built(tmp_path: Path) -> None:
+    config = app_config(tmp_path, scripted())
+    manager = manager_for(config)
+    try:
+        with pytest.raises(ValueError, match=r"agent name 'a/b'"):
+            wire_memory(
+                config, manager, agent_name="a/b", tools=[], model=create_chat_model(config)
+            )
+    finally:
+        manager.close()

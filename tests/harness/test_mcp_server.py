@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import importlib.metadata
 import json
 import os
 import sys
@@ -94,3 +95,43 @@ def test_mcp_refuses_to_start_when_memory_is_disabled(tmp_path: Path) -> None:
     result = CliRunner().invoke(app, ["mcp", "--config", str(config)])
     assert result.exit_code == 2
     assert "memory.enabled is false in the config" in result.output
+
+
+def documented_desktop_entry() -> dict[str, Any]:
+    """The Claude Desktop entry of docs/cli.md, parsed."""
+    text = (Path(__file__).resolve().parents[2] / "docs" / "cli.md").read_text(encoding="utf-8")
+    block = text.split("## `deerflow mcp`")[1].split("```json\n")[1].split("```")[0]
+    entry: dict[str, Any] = json.loads(block)["mcpServers"]["deerflow-memory"]
+    return entry
+
+
+def test_the_documented_desktop_entry_keeps_memory_in_its_home_and_reports_our_version(
+    tmp_path: Path,
+) -> None:
+    entry = documented_desktop_entry()
+    assert Path(entry["command"]).is_absolute()
+    assert set(entry["env"]) == {"DEER_FLOW_HOME", "DEER_FLOW_CONFIG"}
+    # The reader's paths, made real here; the client runs it from a directory of its own.
+    home, config = tmp_path / "home", tmp_path / "config.yaml"
+    config.write_text("memory:\n  manager_class: deermem\n", encoding="utf-8")
+    elsewhere = tmp_path / "client-cwd"
+    elsewhere.mkdir()
+    server = StdioServerParameters(
+        command=str(Path(sys.executable).with_name("deerflow")),
+        args=entry["args"],
+        env={"DEER_FLOW_HOME": str(home), "DEER_FLOW_CONFIG": str(config), "PATH": "/usr/bin"},
+        cwd=str(elsewhere),
+    )
+
+    async def run() -> tuple[Any, Any]:
+        async with stdio_client(server) as (read, write), ClientSession(read, write) as session:
+            initialized = await session.initialize()
+            added = await session.call_tool("memory_add", {"content": "Prefers pnpm over npm"})
+        return initialized, added
+
+    initialized, added = asyncio.run(run())
+    assert initialized.serverInfo.name == "deerflow-memory"
+    assert initialized.serverInfo.version == importlib.metadata.version("deerflow-memory")
+    assert not added.isError
+    assert list((home / "users" / "alice").rglob("fact_*.md")), "memory is under DEER_FLOW_HOME"
+    assert not (elsewhere / ".deer-flow").exists()

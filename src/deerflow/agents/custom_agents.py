@@ -8,7 +8,6 @@ and instructions. The folder name is the agent's name, which is also its memory 
 from __future__ import annotations
 
 import os
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,6 +16,7 @@ from typing import Final
 import yaml
 from pydantic import Field
 
+from deerflow.agents.context import AGENT_NAME, checked_agent_name
 from deerflow.config.loader import ConfigError, interpolate, warn_unknown_keys
 from deerflow.config.schema import ConfigSection
 from deerflow.validation import parse_model
@@ -26,8 +26,6 @@ __all__ = ["AGENTS_DIR", "AgentConfig", "CustomAgent", "list_agents", "load_agen
 AGENTS_DIR: Final = "agents"
 CONFIG_FILE: Final = "config.yaml"
 SOUL_FILE: Final = "SOUL.md"
-# Also a memory bucket name and a directory name: keep it to portable characters.
-_NAME: Final = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,63}")
 
 
 class AgentConfig(ConfigSection):
@@ -63,7 +61,7 @@ def list_agents(home: Path) -> list[str]:
     return sorted(
         entry.name
         for entry in root.iterdir()
-        if entry.is_dir() and _NAME.fullmatch(entry.name) and (entry / CONFIG_FILE).is_file()
+        if entry.is_dir() and AGENT_NAME.fullmatch(entry.name) and (entry / CONFIG_FILE).is_file()
     )
 
 
@@ -76,11 +74,7 @@ def load_agent(name: str, home: Path, environ: Mapping[str, str] | None = None) 
         ConfigError: its `config.yaml` is unreadable or invalid (the message names the file and
             the key), or `SOUL.md` cannot be read.
     """
-    if not _NAME.fullmatch(name):
-        raise ValueError(
-            f"agent name {name!r}: use 1-64 letters, digits, '_' or '-', starting with a letter "
-            "or digit"
-        )
+    checked_agent_name(name)
     folder = agents_root(home) / name
     config_path = folder / CONFIG_FILE
     if not config_path.is_file():
@@ -100,7 +94,7 @@ def load_agent(name: str, home: Path, environ: Mapping[str, str] | None = None) 
     try:
         config = parse_model(AgentConfig, interpolate(raw, env), "")
     except ValueError as exc:
-        raise ConfigError(f"{config_path}: {exc}") from None
+        raise ConfigError.at(config_path, str(exc)) from None
     warn_unknown_keys(config, str(config_path))
     soul_path = folder / SOUL_FILE
     try:

@@ -19,8 +19,6 @@ from deerflow.agents.memory.manager import (
     FactNotFoundError,
     MemoryManager,
     MemoryManagerError,
-    build_memory_manager,
-    default_host_hooks,
 )
 from deerflow.cli import memory_render as render
 from deerflow.cli.agent_session import (
@@ -30,7 +28,8 @@ from deerflow.cli.agent_session import (
     prepare_model,
     stream_turn,
 )
-from deerflow.config import AppConfig, load_config
+from deerflow.config import AppConfig
+from deerflow.startup import build_checked, load_checked
 
 __all__ = ["COMMANDS", "ChatSession", "run_chat"]
 
@@ -149,9 +148,16 @@ def run_chat(config: Path | None, *, agent: str | None, user: str, thread: str |
     """The whole `deerflow chat` command: set up, converse, flush memory, close."""
     console = Console(highlight=False)
     with harness_errors():
-        app_config = load_config(config)
-        entry = prepare_model(app_config, agent, console)
-        manager = _manager(app_config)
+        # Everything that can be wrong in the configuration is found before the offline
+        # model's install, which takes minutes.
+        app_config, source = load_checked(config)
+        manager = build_checked(app_config, source) if app_config.memory.enabled else None
+        try:
+            entry = prepare_model(app_config, agent, console)
+        except BaseException:
+            if manager is not None:
+                manager.close()
+            raise
     console.print(
         f"DeerFlow chat: agent {agent or 'lead'}, model {entry.name}, user {user}. "
         f"Commands: {', '.join(usage.split()[0] for usage in COMMANDS)}.",
@@ -164,12 +170,6 @@ def run_chat(config: Path | None, *, agent: str | None, user: str, thread: str |
         if manager is not None:
             flush_memory(manager, app_config.memory.shutdown_flush_timeout_seconds, console)
             manager.close()
-
-
-def _manager(config: AppConfig) -> MemoryManager | None:
-    if not config.memory.enabled:
-        return None
-    return build_memory_manager(config.memory, host_hooks=default_host_hooks(config))
 
 
 async def _session(

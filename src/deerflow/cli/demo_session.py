@@ -22,8 +22,6 @@ from deerflow.agents.lead_agent import amake_lead_agent
 from deerflow.agents.memory.manager import (
     MemoryManager,
     MemoryUnsupportedError,
-    build_memory_manager,
-    default_host_hooks,
 )
 from deerflow.cli.agent_session import (
     SystemPromptRecorder,
@@ -32,7 +30,8 @@ from deerflow.cli.agent_session import (
     prepare_model,
     stream_turn,
 )
-from deerflow.config import AppConfig, load_config
+from deerflow.config import AppConfig
+from deerflow.startup import build_checked, load_checked
 
 __all__ = ["DEMO_USER", "SESSION_ONE", "SESSION_TWO", "run_demo_command"]
 
@@ -50,11 +49,17 @@ def run_demo_command(config: Path | None) -> None:
     """The whole `deerflow demo` command; exits with 1 when nothing was learned."""
     console = Console(highlight=False)
     with harness_errors():
-        app_config = load_config(config)
+        # The configuration and the backend are checked before the offline model's install,
+        # which takes minutes.
+        app_config, source = load_checked(config)
         if not app_config.memory.enabled:
             raise ValueError("the demo shows memory at work, but memory.enabled is false")
-        entry = prepare_model(app_config, None, console)
-        manager = build_memory_manager(app_config.memory, host_hooks=default_host_hooks(app_config))
+        manager = build_checked(app_config, source)
+        try:
+            entry = prepare_model(app_config, None, console)
+        except BaseException:
+            manager.close()
+            raise
     console.print(
         Panel.fit(
             f"model [bold]{escape(entry.name)}[/] ({escape(entry.use)}), memory backend "

@@ -5,11 +5,10 @@ from __future__ import annotations
 import anyio
 import typer
 
-from deerflow.agents.memory.manager import build_memory_manager, default_host_hooks
 from deerflow.agents.tools.memory_core import MemoryScope
 from deerflow.cli.memory_session import handle_errors
 from deerflow.cli.options import AgentOption, ConfigOption, UserOption
-from deerflow.config import load_config
+from deerflow.startup import build_checked, load_checked
 
 DEFAULT_USER = "default"
 
@@ -26,10 +25,10 @@ def mcp(
     `{"command": "deerflow", "args": ["mcp", "--user", "alice"]}`. Logs go to stderr.
     """
     with handle_errors(json_output=False):
-        app_config = load_config(config)
+        app_config, source = load_checked(config)
         if not app_config.memory.enabled:
             raise ValueError("memory.enabled is false in the config: there is no memory to serve")
-        manager = build_memory_manager(app_config.memory, host_hooks=default_host_hooks(app_config))
+        manager = build_checked(app_config, source)
     # The MCP SDK takes over a second to import; only this command pays for it.
     from deerflow.mcp_server import serve_stdio
 

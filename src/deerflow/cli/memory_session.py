@@ -25,12 +25,11 @@ from deerflow.agents.memory.manager import (
     MemoryManager,
     MemoryManagerError,
     MemoryUnsupportedError,
-    build_memory_manager,
-    default_host_hooks,
 )
 from deerflow.cli import memory_render as render
-from deerflow.config import load_config
+from deerflow.config import ConfigError
 from deerflow.redaction import redact_text
+from deerflow.startup import build_checked, load_checked
 
 __all__ = [
     "ERROR_EXITS",
@@ -67,6 +66,7 @@ ERROR_EXITS: Final[tuple[tuple[type[Exception], ErrorExit], ...]] = (
     (MemoryUnsupportedError, ErrorExit(5, "unsupported", None)),
     (MemoryCorruptionError, ErrorExit(6, "corruption", "stored memory is corrupt")),
     (MemoryManagerError, ErrorExit(1, "memory_error", "memory error")),
+    (ConfigError, ErrorExit(2, "invalid_config", "invalid configuration")),
     (ValueError, ErrorExit(2, "invalid_input", "invalid input")),
     (OSError, ErrorExit(1, "os_error", "error")),
 )
@@ -86,12 +86,15 @@ def handle_errors(json_output: bool) -> Iterator[None]:
         exit_ = error_exit(exc)
         if exit_ is None:
             raise
-        detail = redact_text(" ".join(str(exc).split()))
+        # One problem per line (a config error lists each key on its own), spaces tidied.
+        lines = [" ".join(line.split()) for line in redact_text(str(exc)).splitlines()]
+        detail = "\n".join(line for line in lines if line)
         if json_output:
             render.print_json({"error": exit_.code, "detail": detail})
         else:
-            line = f"{exit_.prefix}: {detail}" if exit_.prefix else detail
-            render.stderr().print(f"[red]{escape(line)}[/]")
+            separator = ":\n" if "\n" in detail else ": "
+            text = f"{exit_.prefix}{separator}{detail}" if exit_.prefix else detail
+            render.stderr().print(f"[red]{escape(text)}[/]")
         raise typer.Exit(exit_.exit_code) from None
 
 
@@ -99,8 +102,7 @@ def handle_errors(json_output: bool) -> Iterator[None]:
 def memory_session(config: Path | None, *, json_output: bool) -> Iterator[MemoryManager]:
     """The configured manager, built once and closed at the end, with errors mapped by type."""
     with handle_errors(json_output):
-        app_config = load_config(config)
-        manager = build_memory_manager(app_config.memory, host_hooks=default_host_hooks(app_config))
+        manager = build_checked(*load_checked(config))
         try:
             yield manager
         finally:

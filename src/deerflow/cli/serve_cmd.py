@@ -7,10 +7,9 @@ from typing import Annotated
 
 import typer
 
-from deerflow.agents.memory.manager import build_memory_manager, default_host_hooks
 from deerflow.cli.memory_session import handle_errors
 from deerflow.cli.options import ConfigOption
-from deerflow.config import load_config
+from deerflow.startup import build_checked, load_checked
 
 
 def serve(
@@ -45,7 +44,7 @@ def serve(
     from deerflow.gateway.server import check_bind, run_server
 
     with handle_errors(json_output=False):
-        app_config = load_config(config)
+        app_config, source = load_checked(config)
         overrides = {"host": host, "port": port, "allow_remote": allow_remote or None}
         server = app_config.server.model_copy(
             update={key: value for key, value in overrides.items() if value is not None}
@@ -53,11 +52,7 @@ def serve(
         app_config = app_config.model_copy(update={"server": server})
         check_bind(app_config)
         memory = app_config.memory
-        manager = (
-            build_memory_manager(memory, host_hooks=default_host_hooks(app_config))
-            if memory.enabled
-            else None
-        )
+        manager = build_checked(app_config, source) if memory.enabled else None
     # The gateway closes the manager at shutdown; uvicorn then re-raises SIGTERM/SIGINT, so
     # nothing after run_server is guaranteed to run.
     with handle_errors(json_output=False):

@@ -32,7 +32,12 @@ _warned_lock = threading.Lock()
 
 
 class ConfigError(ValueError):
-    """The configuration cannot be used; the message names the file and the dotted key."""
+    """The configuration cannot be used; each line of the message names the file and the key."""
+
+    @classmethod
+    def at(cls, source: str | os.PathLike[str], problems: str) -> ConfigError:
+        """One `source: problem` line per line of `problems`."""
+        return cls("\n".join(f"{source}: {line}" for line in problems.splitlines() if line))
 
 
 def resolve_config_path(
@@ -89,8 +94,8 @@ def parse_config(raw: Any, environ: Mapping[str, str], *, source: str = "config"
     try:
         config = parse_model(AppConfig, interpolate(raw, environ), "")
     except ValueError as exc:
-        raise ConfigError(f"{source}: {exc}") from None
-    warn_unknown_keys(config)
+        raise ConfigError.at(source, str(exc)) from None
+    warn_unknown_keys(config, source)
     return config
 
 
@@ -131,7 +136,7 @@ def unknown_keys(section: ConfigSection, prefix: str = "") -> list[str]:
     return found
 
 
-def warn_unknown_keys(config: ConfigSection, source: str = "config.yaml") -> None:
+def warn_unknown_keys(config: ConfigSection, source: str) -> None:
     """Log each unknown key of `source` once per process: a likely typo, never fatal."""
     for key in unknown_keys(config):
         with _warned_lock:

@@ -19,6 +19,7 @@ __all__ = [
     "ModelConfig",
     "ServerConfig",
     "SummarizationConfig",
+    "TracingConfig",
 ]
 
 
@@ -137,6 +138,21 @@ class McpServerConfig(ConfigSection):
         return {"transport": self.transport, "url": self.url, "headers": self.headers}
 
 
+class LangfuseConfig(ConfigSection):
+    """`tracing.langfuse:`; each key left out is read from LANGFUSE_PUBLIC_KEY, … instead."""
+
+    enabled: bool = True
+    public_key: str | None = None
+    secret_key: str | None = None
+    host: str | None = Field(default=None, description="Default: the SDK's (Langfuse Cloud).")
+
+
+class TracingConfig(ConfigSection):
+    """`tracing:`, where memory's LLM calls are traced (the `langfuse` extra)."""
+
+    langfuse: LangfuseConfig = Field(default_factory=LangfuseConfig)
+
+
 class AppConfig(ConfigSection):
     """The whole `config.yaml`."""
 
@@ -146,6 +162,7 @@ class AppConfig(ConfigSection):
     auth: AuthConfig = Field(default_factory=AuthConfig)
     summarization: SummarizationConfig = Field(default_factory=SummarizationConfig)
     mcp_servers: dict[str, McpServerConfig] = Field(default_factory=dict)
+    tracing: TracingConfig = Field(default_factory=TracingConfig)
 
     @field_validator("models")
     @classmethod

@@ -220,7 +220,7 @@ class Status(BaseModel):
 
 
 ERROR_EXAMPLES: Final[dict[int, tuple[str, str]]] = {
-    400: ("invalid_input", "agent_name: '../x' must match ^[A-Za-z0-9-]+$"),
+    400: ("invalid_input", "agent_name: '../x' must match ^[A-Za-z0-9-][A-Za-z0-9_-]*$ (...)"),
     401: ("unauthorized", "missing bearer token: send 'Authorization: Bearer <token>'"),
     403: ("cross_origin", "a write from another origin is refused"),
     404: ("fact_not_found", "Fact not found: fact_0123abcd"),

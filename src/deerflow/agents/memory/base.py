@@ -16,6 +16,7 @@ from typing import Any, ClassVar, Final, Literal, ParamSpec, Self, TypeVar
 
 from pydantic import BaseModel, ConfigDict, field_validator, model_validator
 
+from deerflow.agents.memory.backend_keys import drop_unknown_keys
 from deerflow.agents.memory.callbacks import MemoryCallbacks
 from deerflow.agents.memory.errors import MemoryUnsupportedError
 from deerflow.validation import parse_model
@@ -39,11 +40,15 @@ def parse_backend_config(
 ) -> BackendConfigT:
     """Validate a backend's own keys with `model`.
 
+    Keys `model` does not know are logged once and dropped (`backend_keys`), or refused when
+    `backend_config.strict` is true. The factory adds `storage_path` to every backend's config,
+    so `model` must accept it.
+
     Raises:
-        ValueError: naming each bad key as `memory.backend_config.<key>`. Note that the factory
-            adds `storage_path` to every backend's config, so a strict model must accept it.
+        ValueError: naming each bad key as `memory.backend_config.<key>`, one per line.
     """
-    return parse_model(model, dict(backend_config), "memory.backend_config")
+    prefix = "memory.backend_config"
+    return parse_model(model, drop_unknown_keys(model, backend_config, prefix), prefix)
 
 
 class MemoryManager(BaseModel, ABC):

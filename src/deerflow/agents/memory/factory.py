@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import importlib
 import logging
+import os
 import pkgutil
 import threading
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeGuard
 
 from deerflow.agents.memory import backends
-from deerflow.agents.memory.base import MemoryManager
+from deerflow.agents.memory.base import MemoryManager, check_contract
 from deerflow.agents.memory.hooks import HostHooks, default_host_hooks
 from deerflow.importing import import_object, looks_like_object_path
 
@@ -93,24 +94,40 @@ def resolve_storage_path(backend_config: dict[str, Any], home: Path) -> dict[str
     """Copy `backend_config` with an absolute `storage_path`: empty → home, relative → under it.
 
     Raises:
-        ValueError: `storage_path` names an existing file.
+        ValueError: `storage_path` names an existing file, or a directory that cannot be
+            written or created (the nearest existing parent is a file or is read-only).
     """
     raw = backend_config.get("storage_path") or ""
     if not isinstance(raw, str | Path):
         raise ValueError(f"memory.backend_config.storage_path: must be a path, got {raw!r}")
     path = Path(raw).expanduser() if raw else home
     path = (path if path.is_absolute() else home / path).resolve()
-    if path.exists() and not path.is_dir():
+    existing = next(parent for parent in (path, *path.parents) if parent.exists())
+    if not existing.is_dir():
+        where = "" if existing == path else f" (its parent {str(existing)!r} is)"
         raise ValueError(
-            f"memory.backend_config.storage_path: {str(path)!r} is a file, not a directory"
+            f"memory.backend_config.storage_path: {str(path)!r} is a file, not a directory{where}"
+        )
+    if not os.access(existing, os.W_OK | os.X_OK):
+        raise ValueError(
+            f"memory.backend_config.storage_path: {str(existing)!r} is not writable, so "
+            f"{str(path)!r} cannot hold memory"
         )
     return {**backend_config, "storage_path": str(path)}
 
 
 def build_memory_manager(
-    memory: MemoryConfig, *, home: Path | None = None, host_hooks: HostHooks | None = None
+    config: AppConfig | MemoryConfig,
+    *,
+    home: Path | None = None,
+    host_hooks: HostHooks | None = None,
 ) -> MemoryManager:
     """Resolve the configured backend and construct it through its `from_config`.
+
+    Given the whole `AppConfig`, the backend gets the host's hooks (`default_host_hooks`): the
+    first of `models:` for extraction, tracing, metrics; so `build_memory_manager(load_config())`
+    learns with the configured model. Given only its `memory:` block, the backend gets
+    `host_hooks` and nothing else: without a model of its own it cannot extract.
 
     Raises:
         ValueError: an unusable `manager_class` or `storage_path`, or the backend refused its
@@ -118,8 +135,15 @@ def build_memory_manager(
     """
     # Imported here: the loader brings in PyYAML, which a backend imported alone never needs.
     from deerflow.config.loader import runtime_home
+    from deerflow.config.schema import AppConfig
 
+    if isinstance(config, AppConfig):
+        memory = config.memory
+        host_hooks = default_host_hooks(config) if host_hooks is None else host_hooks
+    else:
+        memory = config
     cls = resolve_manager_class(memory.manager_class)
+    check_contract(cls, memory.mode)  # before from_config: a class can be refused unbuilt
     backend_config = resolve_storage_path(memory.backend_config, home or runtime_home())
     manager = cls.from_config(backend_config, mode=memory.mode, **(host_hooks or {}))
     logger.info("memory backend %s built (mode %s)", cls.__name__, memory.mode)
@@ -138,10 +162,7 @@ def get_memory_manager(config: AppConfig | None = None) -> MemoryManager:
     if _manager is None:
         with _manager_lock:
             if _manager is None:
-                app_config = config or load_config()
-                _manager = build_memory_manager(
-                    app_config.memory, host_hooks=default_host_hooks(app_config)
-                )
+                _manager = build_memory_manager(config or load_config())
     return _manager
 
 

@@ -60,12 +60,17 @@ def log_extraction_metrics(payload: dict[str, Any]) -> None:
 
 
 def default_host_hooks(config: AppConfig) -> HostHooks:
-    """The hooks DeerFlow offers: its default chat model, tracing and metrics logging."""
+    """The hooks DeerFlow offers: its default chat model, tracing and metrics logging.
+
+    Raises:
+        ValueError: `tracing.langfuse` is configured in config.yaml but cannot be used.
+    """
     # Imported here: the config models are the host's; a backend imported alone needs none.
+    from deerflow.langfuse_tracing import memory_callbacks
     from deerflow.models.factory import create_chat_model
 
     return HostHooks(
-        callbacks=MemoryCallbacks(),
+        callbacks=memory_callbacks(config.tracing.langfuse),
         host_llm_factory=lambda: create_chat_model(config),
         should_keep_hidden_message=keep_hidden_message,
         trace_context_manager=trace_context,

@@ -44,7 +44,7 @@ from langchain.agents.middleware.types import ModelCallResult, PrivateStateAttr
 from langgraph.config import get_config
 from langgraph.runtime import Runtime
 
-from deerflow.agents.context import RunIdentity, run_identity
+from deerflow.agents.context import RunIdentity, checked_agent_name, run_identity
 from deerflow.agents.memory.manager import MemoryManager
 from deerflow.agents.middlewares.memory_injection import (
     add_to_system_message,
@@ -77,7 +77,8 @@ class MemoryMiddleware(AgentMiddleware[MemoryState, Any, Any]):
 
     Args:
         manager: The memory backend.
-        agent_name: The agent's memory bucket (None: the default bucket).
+        agent_name: The agent's memory bucket (None: the default bucket); a request's
+            `configurable.agent_name` takes precedence, as in DeerFlow.
         inject: Read and inject memory on a thread's first turn.
         write: Hand each run's messages to `add`.
         injection_timeout_seconds: How long the first turn waits for `get_context`.
@@ -100,7 +101,8 @@ class MemoryMiddleware(AgentMiddleware[MemoryState, Any, Any]):
                 f"injection_timeout_seconds: must be > 0, got {injection_timeout_seconds!r}"
             )
         self.manager = manager
-        self.agent_name = agent_name
+        # Checked now: an agent whose memory cannot work fails when it is built, not per turn.
+        self.agent_name = None if agent_name is None else checked_agent_name(agent_name)
         self.inject = inject
         self.write = write
         self.injection_timeout_seconds = injection_timeout_seconds
@@ -111,10 +113,11 @@ class MemoryMiddleware(AgentMiddleware[MemoryState, Any, Any]):
     def before_agent(self, state: MemoryState, runtime: Runtime[Any]) -> dict[str, Any] | None:
         if not self._first_turn(state):
             return None
+        identity = current_identity(runtime)
         section = read_memory_section(
             self.manager,
-            current_identity(runtime),
-            agent_name=self.agent_name,
+            identity,
+            agent_name=identity.agent_name or self.agent_name,
             query=latest_user_text(state["messages"]),
             timeout=self.injection_timeout_seconds,
         )
@@ -125,10 +128,11 @@ class MemoryMiddleware(AgentMiddleware[MemoryState, Any, Any]):
     ) -> dict[str, Any] | None:
         if not self._first_turn(state):
             return None
+        identity = current_identity(runtime)
         section = await aread_memory_section(
             self.manager,
-            current_identity(runtime),
-            agent_name=self.agent_name,
+            identity,
+            agent_name=identity.agent_name or self.agent_name,
             query=latest_user_text(state["messages"]),
             timeout=self.injection_timeout_seconds,
         )
@@ -158,7 +162,7 @@ class MemoryMiddleware(AgentMiddleware[MemoryState, Any, Any]):
                 self.manager.add(
                     thread_id,
                     list(state["messages"]),
-                    agent_name=self.agent_name,
+                    agent_name=identity.agent_name or self.agent_name,
                     user_id=identity.user_id,
                     trace_id=identity.trace_id,
                 )
@@ -174,7 +178,7 @@ class MemoryMiddleware(AgentMiddleware[MemoryState, Any, Any]):
                 await self.manager.aadd(
                     thread_id,
                     list(state["messages"]),
-                    agent_name=self.agent_name,
+                    agent_name=identity.agent_name or self.agent_name,
                     user_id=identity.user_id,
                     trace_id=identity.trace_id,
                 )

@@ -65,7 +65,10 @@ class MemoryFlushSummarizationMiddleware(SummarizationMiddleware[Any, Any]):
             identity, thread_id, dropped = flush
             with memory_write(self.manager, identity, FLUSH):
                 self.manager.add_nowait(
-                    thread_id, dropped, agent_name=self.agent_name, user_id=identity.user_id
+                    thread_id,
+                    dropped,
+                    agent_name=identity.agent_name or self.agent_name,
+                    user_id=identity.user_id,
                 )
         return update
 
@@ -77,7 +80,10 @@ class MemoryFlushSummarizationMiddleware(SummarizationMiddleware[Any, Any]):
             identity, thread_id, dropped = flush
             with memory_write(self.manager, identity, FLUSH):
                 await self.manager.aadd_nowait(
-                    thread_id, dropped, agent_name=self.agent_name, user_id=identity.user_id
+                    thread_id,
+                    dropped,
+                    agent_name=identity.agent_name or self.agent_name,
+                    user_id=identity.user_id,
                 )
         return update
 

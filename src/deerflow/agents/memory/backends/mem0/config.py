@@ -1,7 +1,7 @@
 """The mem0 backend's own keys under `memory.backend_config`, one model per transport.
 
-`transport` picks the model; each refuses keys it does not know, so a key of the other transport
-(`base_url` under `transport: local`) is reported as the mistake it is, not silently ignored.
+`transport` picks the model; a key it does not know (`base_url` under `transport: local`) is
+warned about, or refused under `strict: true`, like every backend's (`parse_backend_config`).
 """
 
 from __future__ import annotations
@@ -113,7 +113,7 @@ def parse_config(backend_config: dict[str, Any]) -> Mem0Config:
     """Validate `backend_config` with the model of its `transport` (default `local`).
 
     Raises:
-        ValueError: naming each bad or unknown key as `memory.backend_config.<key>`.
+        ValueError: naming each bad key as `memory.backend_config.<key>`.
     """
     transport = backend_config.get("transport", "local")
     model: type[LocalConfig | HttpConfig]
@@ -123,13 +123,4 @@ def parse_config(backend_config: dict[str, Any]) -> Mem0Config:
         model = HttpConfig
     else:
         raise ValueError(f"{_PREFIX}.transport: must be 'local' or 'http' (got {transport!r})")
-    unknown = sorted(set(backend_config) - set(model.model_fields))
-    if unknown:
-        raise ValueError(
-            "\n".join(
-                f"{_PREFIX}.{key}: unknown key for transport {transport!r} "
-                f"(known: {', '.join(sorted(model.model_fields))})"
-                for key in unknown
-            )
-        )
     return parse_backend_config(model, backend_config)

@@ -1,19 +1,22 @@
-"""The `backend_config` keys of the openviking backend, validated strictly: unknown keys refused."""
+"""The `backend_config` keys of the openviking backend (unknown keys: `parse_backend_config`)."""
 
 from __future__ import annotations
 
 import ipaddress
+import logging
 import os
 import re
 from collections.abc import Mapping
 from typing import Any, Final, Literal
 from urllib.parse import urlsplit
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from deerflow.agents.memory.manager import parse_backend_config
 
 __all__ = ["FailurePolicy", "OpenVikingSettings", "RetrievalSettings", "parse_settings"]
+
+logger = logging.getLogger(__name__)
 
 _ENV_NAME: Final = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
@@ -46,7 +49,7 @@ class RetrievalSettings(BaseModel):
 class OpenVikingSettings(BaseModel):
     """Every key of `memory.backend_config` for `manager_class: openviking`."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
 
     storage_path: str = Field(min_length=1)  # the factory always adds it; cursors live under it
     base_url: str = "http://127.0.0.1:1933"
@@ -54,7 +57,13 @@ class OpenVikingSettings(BaseModel):
     api_key_env: str = "OPENVIKING_API_KEY"
     allow_insecure_http: bool = False
     timeout_seconds: float = Field(default=30.0, gt=0, le=600)
-    max_seen_messages: int = Field(default=512, ge=16, le=100_000)
+    # DeerFlow spells it max_seen_message_ids.
+    max_seen_messages: int = Field(
+        default=512,
+        ge=16,
+        le=100_000,
+        validation_alias=AliasChoices("max_seen_messages", "max_seen_message_ids"),
+    )
     failure_policy: FailurePolicy = Field(default_factory=FailurePolicy)
     retrieval: RetrievalSettings = Field(default_factory=RetrievalSettings)
 
@@ -88,9 +97,13 @@ class OpenVikingSettings(BaseModel):
             and not self.allow_insecure_http
             and not _is_loopback(parts.hostname)
         ):
-            raise ValueError(
-                "base_url: plain http sends the API key unencrypted; use https, a loopback "
-                "address, or set allow_insecure_http: true"
+            # DeerFlow's documented block uses http://openviking:1933 (a container network), so
+            # this starts; the risk is said once, at start.
+            logger.warning(
+                "memory.backend_config.base_url: plain http to %s sends the OpenViking API key "
+                "and every remembered message unencrypted over the network; use https, or set "
+                "allow_insecure_http: true once the network is trusted",
+                parts.hostname,
             )
         return self
 

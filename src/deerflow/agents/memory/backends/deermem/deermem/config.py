@@ -2,25 +2,32 @@
 
 from __future__ import annotations
 
-from typing import Any, Literal
+import logging
+from typing import Any, Final, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from deerflow.agents.memory.backends.deermem.deermem.embeddings import EXTRA, missing_modules
 from deerflow.agents.memory.manager import FACT_CATEGORIES, parse_backend_config
 
-__all__ = ["DeerMemConfig", "parse_config"]
+__all__ = ["COSTLY_MAX_FACTS", "DeerMemConfig", "parse_config"]
+
+logger = logging.getLogger(__name__)
+
+# DeerFlow's own ceiling. Above it a bucket still works, but each write's eviction and audit
+# scans, the injected context and `deerflow memory audit` (quadratic in a bucket) cost more.
+COSTLY_MAX_FACTS: Final = 500
 
 
 class DeerMemConfig(BaseModel):
-    """Validated DeerMem settings. Unknown keys are refused: a typo must not be ignored."""
+    """Validated DeerMem settings. Unknown keys are warned about (`parse_backend_config`)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     storage_path: str = Field(min_length=1)
     storage_class: str | None = None
     file_lock_timeout_seconds: float = Field(default=10.0, gt=0)
-    max_facts: int = Field(default=100, ge=10, le=500)
+    max_facts: int = Field(default=100, ge=10, le=10_000)
     fact_eviction_policy: Literal["confidence", "hybrid-v1"] = "confidence"
     eviction_confidence_weight: float = Field(default=0.65, ge=0, le=1)
     eviction_confirmation_weight: float = Field(default=0.25, ge=0, le=1)
@@ -57,6 +64,25 @@ class DeerMemConfig(BaseModel):
     retrieval_embeddings: bool = False
     retrieval_semantic_weight: float = Field(default=0.5, ge=0, le=1)
     retrieval_thread_context: float = Field(default=0.0, ge=0, le=1)
+
+    @field_validator("storage_class", mode="before")
+    @classmethod
+    def _empty_is_default(cls, value: Any) -> Any:
+        # DeerFlow's documented block spells the default `storage_class: ""`.
+        return None if value == "" else value
+
+    @field_validator("max_facts")
+    @classmethod
+    def _warn_when_costly(cls, value: int) -> int:
+        if value > COSTLY_MAX_FACTS:
+            logger.warning(
+                "memory.backend_config.max_facts=%d is above %d: every write scans the whole "
+                "bucket for eviction and duplicates, and `deerflow memory audit` compares every "
+                "pair of facts, so large buckets make writes and audits slower",
+                value,
+                COSTLY_MAX_FACTS,
+            )
+        return value
 
     @field_validator("retrieval_embeddings")
     @classmethod

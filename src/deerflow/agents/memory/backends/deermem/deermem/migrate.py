@@ -445,7 +445,7 @@ class _Plan:
             if total > max_facts:
                 self.problems.append(
                     f"bucket {bucket}: {total} facts exceed max_facts={max_facts}, and the next "
-                    "write would evict the rest; raise max_facts (at most 500) or remove facts "
+                    "write would evict the rest; raise max_facts (at most 10000) or remove facts "
                     "from the legacy file, then migrate again"
                 )
 

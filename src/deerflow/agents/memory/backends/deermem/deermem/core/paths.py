@@ -24,7 +24,9 @@ __all__ = [
     "validate_fact_id",
 ]
 
-AGENT_NAME_PATTERN: Final = re.compile(r"^[A-Za-z0-9-]+$")
+# Letters, digits, `-` and `_` (a custom agent's name may have `_`); not starting with `_`, so
+# that no name reaches the reserved `__default__`.
+AGENT_NAME_PATTERN: Final = re.compile(r"^[A-Za-z0-9-][A-Za-z0-9_-]*$")
 FACT_ID_PATTERN: Final = re.compile(r"^fact_[0-9a-f]{8,64}$")
 DEFAULT_AGENT: Final = "__default__"
 # An agent's bucket is a directory named after it, kept well within file-name limits.
@@ -60,7 +62,7 @@ def bucket_name(agent_name: str | None) -> str:
     if not isinstance(agent_name, str) or not AGENT_NAME_PATTERN.fullmatch(agent_name):
         raise ValueError(
             f"agent_name: {agent_name!r} must match {AGENT_NAME_PATTERN.pattern} "
-            "(letters, digits and hyphens)"
+            "(letters, digits, '-' and '_', not starting with '_')"
         )
     if len(agent_name) > MAX_AGENT_NAME_LENGTH:
         raise ValueError(f"agent_name: longer than {MAX_AGENT_NAME_LENGTH} characters")

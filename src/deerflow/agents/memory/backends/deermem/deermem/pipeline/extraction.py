@@ -149,17 +149,18 @@ def _category(value: Any) -> str:
 
 
 def _labels(item: Mapping[str, Any], *, checked: Iterable[str]) -> Labels:
-    """The item's labels, if those in `checked` are the kept values.
+    """The item's labels, if those in `checked` are present and the kept values.
 
     Labels normally sit under `labels`; a model that flattens them onto the item is understood.
+    A label outside `checked` may be absent (""): DeerFlow's summaries carry no `durability`.
     """
     raw = item.get("labels", item)
     if not isinstance(raw, Mapping):
         raise _Rejected("missing_labels")
     found = {key: raw.get(key) for key in _KEPT}
-    if not all(isinstance(value, str) for value in found.values()):
+    if not all(isinstance(found[key], str) for key in checked):
         raise _Rejected("missing_labels")
-    values = {key: str(value).strip().lower() for key, value in found.items()}
+    values = {key: str(v).strip().lower() if isinstance(v, str) else "" for key, v in found.items()}
     for key in checked:
         if values[key] != _KEPT[key]:
             raise _Rejected(key)

@@ -278,8 +278,10 @@ class MemoryWriter:
                 self._model = build_model(self._config.model, self._host_llm)
             if self._model is None:
                 raise ExtractionError(
-                    "no chat model: set memory.backend_config.model or configure `models:`; "
-                    "the conversation stays queued"
+                    "no chat model: set memory.backend_config.model, or configure `models:` "
+                    "and build the manager from the whole config (build_memory_manager(config), "
+                    "not config.memory) so that it gets the host's model; the conversation "
+                    "stays queued"
                 )
             return self._model
 
