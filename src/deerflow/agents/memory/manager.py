@@ -23,6 +23,7 @@ from deerflow.agents.memory.conversation import (
 )
 from deerflow.agents.memory.document import (
     FACT_CATEGORIES,
+    MAX_TEXT_CHARS,
     Fact,
     MemoryDocument,
     checked_text,
@@ -60,11 +61,13 @@ from deerflow.agents.memory.identity import (
     is_valid_unicode,
     slug_with_digest,
 )
+from deerflow.agents.memory.import_document import parse_import_document
 from deerflow.importing import import_object
 
 __all__ = [
     "DEFAULT_USER",
     "FACT_CATEGORIES",
+    "MAX_TEXT_CHARS",
     "OPTIONAL_OPERATIONS",
     "ConversationMessage",
     "DuplicateFactError",
@@ -99,6 +102,7 @@ __all__ = [
     "keep_hidden_message",
     "memory_read_failures_are_fatal",
     "parse_backend_config",
+    "parse_import_document",
     "provided_operations",
     "read_message",
     "reset_memory_manager",
