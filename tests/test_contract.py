@@ -259,6 +259,7 @@ def test_public_names_of_the_manager_module() -> None:
         "parse_backend_config", "parse_import_document", "OPTIONAL_OPERATIONS",
         "provided_operations",
         "Fact", "MemoryDocument", "FACT_CATEGORIES", "MAX_TEXT_CHARS", "empty_document",
+        "find_secret",
         "validate_content", "validate_category", "validate_confidence", "utc_now", "import_object",
         "searchable_query", "checked_text", "is_valid_unicode",
         "DEFAULT_USER", "checked_id", "checked_user_id", "slug_with_digest", "ConversationMessage",

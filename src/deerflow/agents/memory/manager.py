@@ -62,6 +62,7 @@ from deerflow.agents.memory.identity import (
     slug_with_digest,
 )
 from deerflow.agents.memory.import_document import parse_import_document
+from deerflow.agents.memory.secret_detector import find_secret
 from deerflow.importing import import_object
 
 __all__ = [
@@ -93,6 +94,7 @@ __all__ = [
     "checked_user_id",
     "default_host_hooks",
     "empty_document",
+    "find_secret",
     "get_memory_manager",
     "import_object",
     "is_harness_message",
