@@ -143,6 +143,11 @@ _PASSWORD_WORDS: Final = (
     r"|contraseña|clave|passwort|kennwort|mot\s+de\s+passe|senha"
 )
 _GIVING: Final = r"(?:is|was|ist|lautet|war|es|era|est|était|é)\b"
+# What the password is for: "the password for the NAS was …", "la contraseña del router es …".
+_WHOSE: Final = (
+    r"\s+(?:for|of|to|on|at|del|de|für|vom|zum|du|da|do)"
+    r"(?:\s+(?:the|my|our|a|an|el|la|mi|den|der|die|das|le|o))?\s+[\w.-]+"
+)
 _MINE: Final = r"my|mi|mein|meine|mon|ma|meu|minha"
 # "password" in Chinese and Japanese (and Korean), with their "is" particles; the value is ASCII.
 _CJK_PASSWORD: Final = r"密码|密碼|口令|パスワード|暗証番号|パスコード|비밀번호"
@@ -230,7 +235,7 @@ def _rules() -> tuple[_Rule, ...]:
             _given_password,
         ),
         _rule(
-            rf"(?i)\b(?:{_PASSWORD_WORDS})\s+(?:{_GIVING})\s*[:\uff1a]?\s*"
+            rf"(?i)\b(?:{_PASSWORD_WORDS})(?:{_WHOSE})?\s+(?:{_GIVING})\s*[:\uff1a]?\s*"
             r"""["'“«]?(?P<value>[^\s"'“”«»]+)""",
             "looks like a password given in a sentence",
             _password_like,
