@@ -6,7 +6,6 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -14,8 +13,6 @@ import httpx
 import pytest
 from typer.testing import CliRunner
 
-from deerflow.agents.memory.backends.deermem import DeerMemMemoryManager
-from deerflow.agents.memory.backends.inmemory import InMemoryMemoryManager
 from deerflow.agents.memory.manager import MemoryManager
 from deerflow.cli.app import app
 from deerflow.gateway.app import create_app
@@ -84,16 +81,10 @@ def files(root: Path) -> dict[str, str]:
     }
 
 
-@pytest.fixture(params=["deermem", "inmemory"])
-def manager(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[MemoryManager]:
-    memory: MemoryManager
-    if request.param == "deermem":
-        memory = DeerMemMemoryManager.from_config({"storage_path": str(tmp_path / "store")})
-    else:
-        memory = InMemoryMemoryManager.from_config({})
-    existing_memory(memory)
-    yield memory
-    memory.close()
+@pytest.fixture
+def manager(storing_manager: MemoryManager) -> MemoryManager:
+    existing_memory(storing_manager)
+    return storing_manager
 
 
 def test_the_contract_refuses_every_mistyped_import(manager: MemoryManager, tmp_path: Path) -> None:

@@ -6,7 +6,6 @@ from __future__ import annotations
 import asyncio
 import json
 import re
-from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
@@ -15,7 +14,6 @@ from langchain_core.messages import AIMessage, HumanMessage
 from typer.testing import CliRunner
 
 from deerflow.agents.memory.backends.deermem import DeerMemMemoryManager
-from deerflow.agents.memory.backends.inmemory import InMemoryMemoryManager
 from deerflow.agents.memory.manager import MAX_TEXT_CHARS, MemoryManager, checked_text
 from deerflow.agents.tools.memory_core import MEMORY_TOOL_SPECS, MemoryScope, call_memory_tool
 from deerflow.cli.app import app
@@ -30,15 +28,9 @@ TOO_LONG = f"at most {MAX_TEXT_CHARS} characters"
 LONGEST = "x" * MAX_TEXT_CHARS
 
 
-@pytest.fixture(params=["deermem", "inmemory"])
-def manager(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[MemoryManager]:
-    memory: MemoryManager
-    if request.param == "deermem":
-        memory = DeerMemMemoryManager.from_config({"storage_path": str(tmp_path / "store")})
-    else:
-        memory = InMemoryMemoryManager.from_config({})
-    yield memory
-    memory.close()
+@pytest.fixture
+def manager(storing_manager: MemoryManager) -> MemoryManager:
+    return storing_manager
 
 
 def test_the_limit_counts_the_stored_text() -> None:
