@@ -41,7 +41,7 @@ def _section_entry(value: Any) -> Any:
 class ImportedSection(BaseModel):
     """One summary section; other keys (an export's `updatedAt`, say) are ignored."""
 
-    model_config = ConfigDict(extra="ignore", strict=True)
+    model_config = ConfigDict(extra="ignore", strict=True, defer_build=True)
 
     summary: str = ""
 
@@ -54,7 +54,7 @@ HistorySection = Literal[HISTORY_SECTIONS]  # type: ignore[valid-type]
 class ImportDocument(BaseModel):
     """A memory document as `export_memory` writes it. Missing sections import as empty."""
 
-    model_config = ConfigDict(extra="forbid", strict=True)
+    model_config = ConfigDict(extra="forbid", strict=True, defer_build=True)
 
     version: str | None = None
     # What the exported memory was at; informational, the import makes a new revision.
