@@ -86,6 +86,7 @@ ORDINARY = [
     "3f786850e387550fdab836ed7e6dc881de23001b",
     "123e4567-e89b-12d3-a456-426614174000",
     "proxy.internal:3128",
+    "127.0.0.1:9090:90/tcp",
 ]
 
 
@@ -137,6 +138,8 @@ def planted_config(tmp_path: Path) -> dict[str, Any]:
                     "--rm",
                     "-p",
                     "8080",
+                    "-p",
+                    "127.0.0.1:9090:90/tcp",
                     "-e",
                     f"GITHUB_PERSONAL_ACCESS_TOKEN={s['github_pat_env']}",
                     "--env",

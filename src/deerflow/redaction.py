@@ -65,9 +65,10 @@ _URL_PASSWORD = re.compile(r"(?P<head>[a-z][a-z0-9+.\-]*://[^:/@\s]+:)(?P<passwo
 _NAMED_VALUE = re.compile(
     r"(?P<head>(?:[?&;]|\B--|^|(?<=\s))(?P<name>[A-Za-z0-9_\-]+)=)(?P<value>[^&#;\s]+)"
 )
-# The short flag that takes a password in mysql, psql-like and many other clients; a number after
-# it is a port (`-p 8080`), shown.
+# The short flag that takes a password in mysql and other clients; after it, a port or a port
+# mapping (`-p 8080`, docker's `-p 127.0.0.1:8080:80/tcp`) is shown.
 _PASSWORD_FLAG: Final = "-p"
+_PORTS: Final = re.compile(r"(?:[\d.]+:)?\d+(?:-\d+)?(?::\d+(?:-\d+)?)?(?:/(?:tcp|udp|sctp))?")
 
 
 def is_secret_key(key: str) -> bool:
@@ -120,7 +121,7 @@ def _secret_after(flag: Any, item: Any) -> bool:
     if not (isinstance(flag, str) and isinstance(item, str) and flag.startswith("-")):
         return False
     if flag == _PASSWORD_FLAG:
-        return not item.isdigit()
+        return not _PORTS.fullmatch(item)
     return "=" not in flag and is_secret_key(flag.lstrip("-"))
 
 
