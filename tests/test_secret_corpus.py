@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from benchmarks.secret_scrub import main as measure
@@ -73,8 +74,11 @@ def test_the_extraction_pipeline_stores_none_of_the_secrets(tmp_path: Path) -> N
     summaries = {"topOfMind": {"summary": SECRETS[32], "shouldUpdate": True, "labels": USER_LABELS}}
     response = reply(*({"content": text} for text in SECRETS), user=summaries)
     model = ScriptedModel(responses=[response])
+    metrics: list[dict[str, Any]] = []
     memory = DeerMemMemoryManager.from_config(
-        {"storage_path": str(tmp_path), "max_facts": 100}, host_llm_factory=lambda: model
+        {"storage_path": str(tmp_path), "max_facts": 100},
+        host_llm_factory=lambda: model,
+        extraction_callback=metrics.append,
     )
     memory.add("t", [HumanMessage("hello", id="h1"), AIMessage("hi", id="a1")], user_id="u")
     assert memory.shutdown_flush(10) is True
@@ -82,6 +86,9 @@ def test_the_extraction_pipeline_stores_none_of_the_secrets(tmp_path: Path) -> N
     memory.close()
     assert len(document["facts"]) <= 2, [f["content"] for f in document["facts"]]
     assert document["user"]["topOfMind"]["summary"] == ""
+    (run,) = metrics
+    assert run["facts_extracted"] == len(SECRETS), "every proposal reached the secret check"
+    assert run["rejected_secret"] >= 48 + 1
 
 
 def test_redaction_masks_every_secret_of_the_corpus() -> None:
