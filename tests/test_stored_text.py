@@ -115,13 +115,20 @@ def test_the_cli_refuses_a_1_mb_fact_and_import(tmp_path: Path) -> None:
     added = runner.invoke(app, ["memory", "facts", "add", ONE_MEGABYTE, "-c", str(config)])
     assert added.exit_code == 2
     assert f"content: should have {TOO_LONG}" in added.output
+    kept = runner.invoke(app, ["memory", "facts", "add", "Drinks tea", "--json", "-c", str(config)])
+    fact_id = json.loads(kept.stdout)["fact_id"]
+    edited = runner.invoke(
+        app, ["memory", "facts", "edit", fact_id, "--content", ONE_MEGABYTE, "-c", str(config)]
+    )
+    assert edited.exit_code == 2
+    assert f"content: should have {TOO_LONG}" in edited.output
     document = tmp_path / "import.json"
     document.write_text(json.dumps({"facts": [{"content": ONE_MEGABYTE}]}), encoding="utf-8")
     imported = runner.invoke(app, ["memory", "import", str(document), "--yes", "-c", str(config)])
     assert imported.exit_code == 2
     assert f"content: should have {TOO_LONG}" in imported.output
     shown = runner.invoke(app, ["memory", "show", "--json", "-c", str(config)])
-    assert json.loads(shown.output)["facts"] == []
+    assert [fact["content"] for fact in json.loads(shown.output)["facts"]] == ["Drinks tea"]
 
 
 def test_the_http_api_refuses_a_1_mb_fact_on_every_write(
