@@ -11,8 +11,8 @@ paths, and URLs without a password pass. A hex secret is still caught when it is
 introduced by a secret's name (`api_key=…`, "the api key is …"), which is how one realistically
 shows up in a conversation, or when it has a vendor's prefix (Twilio `SK…`, Mailgun `key-…`).
 
-The rules compile on first use: some hold CJK character classes, which cost milliseconds to
-compile, and most processes that import this never scan a text.
+Every pattern compiles on first use (`re` keeps it): some hold CJK character classes, which cost
+milliseconds to compile, and most processes that import this never scan a text.
 """
 
 from __future__ import annotations
@@ -31,16 +31,13 @@ __all__ = ["find_secret", "secret_spans"]
 
 # Values that stand for a secret without being one: masks, template variables, references to
 # another variable (`self.key_password`), type names, and words such as "required".
-_PLACEHOLDER: Final = re.compile(
-    r"""[*xX.•#_-]+|<[^>]*>|\{[^}]*\}|\[[^\]]*\]|\$\w+|your[_-]?\w*
+_PLACEHOLDER: Final = r"""(?ix)[*xX.•#_-]+|<[^>]*>|\{[^}]*\}|\[[^\]]*\]|\$\w+|your[_-]?\w*
     |[\w.]*(?:password|passwd|pwd|secret|token)|pass|str|string|bool
-    |redacted|hidden|none|null|n/a|empty|required|optional|yes|no|true|false""",
-    re.IGNORECASE | re.VERBOSE,
-)
+    |redacted|hidden|none|null|n/a|empty|required|optional|yes|no|true|false"""
 # Template markers anywhere in a value: "<user>:<password>", "${PGPASSWORD}", "{{ token }}".
-_TEMPLATE: Final = re.compile(r"<\w[^>]{0,64}>|\$\{\w+\}|\{\{|%\(\w+\)s")
-_PATH: Final = re.compile(r"(?:~|\.{1,2})?/|[A-Za-z]:\\")
-_KEY_CHARS: Final = re.compile(r"[\w+/=.~-]+")
+_TEMPLATE: Final = r"<\w[^>]{0,64}>|\$\{\w+\}|\{\{|%\(\w+\)s"
+_PATH: Final = r"(?:~|\.{1,2})?/|[A-Za-z]:\\"
+_KEY_CHARS: Final = r"[\w+/=.~-]+"
 # Not `}` or `]`: they close placeholders. Also the CJK full stop, comma, marks and quotes.
 _TRAILING_PUNCTUATION: Final = ".,;:!?)'\"\u3002\uff0c\uff01\uff1f\u300d\u300f\u201d\u00bb"
 # Words that follow "my password is" in talk about a password rather than in giving one, in the
@@ -65,7 +62,9 @@ _NOT_A_PASSWORD: Final = frozenset(_TALK_ABOUT_PASSWORDS.split())
 
 def _real_value(value: str) -> bool:
     """A value that is not a placeholder, a template, an empty/yes/no word or a file path."""
-    return not (_PLACEHOLDER.fullmatch(value) or _TEMPLATE.search(value) or _PATH.match(value))
+    return not (
+        re.fullmatch(_PLACEHOLDER, value) or re.search(_TEMPLATE, value) or re.match(_PATH, value)
+    )
 
 
 def _mixed(value: str) -> bool:
@@ -99,7 +98,7 @@ def _key_like(value: str) -> bool:
     """For `token=X`: X must look like a key, not like `tokens[0]` or `b64encode(raw)`."""
     return (
         len(value) >= 8
-        and bool(_KEY_CHARS.fullmatch(value))
+        and bool(re.fullmatch(_KEY_CHARS, value))
         and _mixed(value)
         and _real_value(value)
     )
@@ -262,13 +261,13 @@ def _rules() -> tuple[_Rule, ...]:
     )
 
 
-_TOKEN: Final = re.compile(r"[A-Za-z0-9+/=_-]{32,}")
-_SEPARATOR: Final = re.compile(r"[/_=-]")
-_HEX: Final = re.compile(r"[0-9a-fA-F]+")
+_TOKEN: Final = r"[A-Za-z0-9+/=_-]{32,}"
+_SEPARATOR: Final = r"[/_=-]"
+_HEX: Final = r"[0-9a-fA-F]+"
 # Words as identifiers spell them: "Mysten", "SPECIAL", "gemma", "270".
-_PIECE: Final = re.compile(r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])|\d+")
+_PIECE: Final = r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])|\d+"
 # A key typed out one character at a time: "s k - p r o j - 4 f G 7 …".
-_SPACED_OUT: Final = re.compile(r"(?<!\S)(?:[!-~] ){15,}[!-~](?!\S)")
+_SPACED_OUT: Final = r"(?<!\S)(?:[!-~] ){15,}[!-~](?!\S)"
 
 
 def _high_entropy(token: str) -> bool:
@@ -282,12 +281,12 @@ def _high_entropy(token: str) -> bool:
     random 32-64 character keys this finds ~99 %; on the 384 long tokens with digits found in
     the installed packages' sources and docs it flagged one (base64 of an English sentence).
     """
-    segments = [s for s in _SEPARATOR.split(token) if len(s) >= 8 and not _HEX.fullmatch(s)]
+    segments = [s for s in re.split(_SEPARATOR, token) if len(s) >= 8 and not re.fullmatch(_HEX, s)]
     rest = "".join(segments)
     if len(rest) < 20 or not _mixed(rest):
         return False
     entropy = -sum(n / len(rest) * math.log2(n / len(rest)) for n in Counter(rest).values())
-    pieces = sum(len(_PIECE.findall(segment)) for segment in segments)
+    pieces = sum(len(re.findall(_PIECE, segment)) for segment in segments)
     return entropy >= 4.0 and len(rest) / pieces < 2.8
 
 
@@ -300,14 +299,14 @@ def _found(text: str) -> Iterator[tuple[str, int, int]]:
             if rule.accept is None or rule.accept(value):
                 start = match.start(group)
                 yield rule.reason, start, start + len(value)
-    for match in _TOKEN.finditer(text):
+    for match in re.finditer(_TOKEN, text):
         if _high_entropy(match.group()):
             yield "contains a long high-entropy token", match.start(), match.end()
 
 
 def _spaced_out(text: str) -> Iterator[tuple[str, int, int]]:
     """Secrets typed with a space between characters, found in the text with those removed."""
-    for match in _SPACED_OUT.finditer(text):
+    for match in re.finditer(_SPACED_OUT, text):
         joined = match.group()[::2]
         for reason, _, _ in _found(joined):
             yield f"{reason} (spaced out)", match.start(), match.end()
