@@ -7,7 +7,10 @@ from pathlib import Path
 
 import pytest
 
+from deerflow.agents.memory.backends.deermem import DeerMemMemoryManager
+from deerflow.agents.memory.backends.inmemory import InMemoryMemoryManager
 from deerflow.agents.memory.factory import reset_memory_manager
+from deerflow.agents.memory.manager import MemoryManager
 
 
 @pytest.fixture(autouse=True)
@@ -19,3 +22,16 @@ def isolated_environment(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Ite
     monkeypatch.chdir(tmp_path)
     yield home
     reset_memory_manager()
+
+
+@pytest.fixture(params=["deermem", "inmemory"])
+def storing_manager(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[MemoryManager]:
+    """Each backend that stores what it is given: DeerMem (under `tmp_path/store`) and the
+    in-memory reference, for tests of rules every backend must apply alike."""
+    memory: MemoryManager
+    if request.param == "deermem":
+        memory = DeerMemMemoryManager.from_config({"storage_path": str(tmp_path / "store")})
+    else:
+        memory = InMemoryMemoryManager.from_config({})
+    yield memory
+    memory.close()

@@ -157,6 +157,8 @@ def test_unusable_thread_and_agent_names_are_refused(manager: HonchoMemoryManage
     with pytest.raises(ValueError, match="agent_name"):
         manager.add("t1", conversation("hi", "hello"), user_id="u", agent_name="no/slash")
     with pytest.raises(ValueError, match="agent_name"):
+        manager.add("t1", conversation("hi", "hello"), user_id="u", agent_name="coder\n")
+    with pytest.raises(ValueError, match="agent_name"):
         manager.search("tea", user_id="u", agent_name="")
 
 

@@ -1,4 +1,10 @@
-"""Secret redaction for everything that shows configuration: CLI output, API answers, logs."""
+"""Secret redaction for everything that shows configuration: CLI output, API answers, logs.
+
+Secrets are found by key (`api_key: …`, `MYSQL_PWD: …`, `--password …`) and by value: every
+credential the memory's secret detector (`deerflow.agents.memory.secret_detector`) recognises is
+masked wherever it appears, so a Slack webhook, a JWT or an `hf_…` token under a neutral key is
+masked too.
+"""
 
 from __future__ import annotations
 
@@ -6,6 +12,8 @@ import logging
 import re
 from collections.abc import Mapping
 from typing import Any, Final
+
+from deerflow.agents.memory.secret_detector import secret_spans
 
 __all__ = [
     "REDACTED",
@@ -29,6 +37,10 @@ _SECRET_SUFFIXES: Final = (
     "pass",
     "password",
     "passwd",
+    "passphrase",
+    "passcode",
+    "pwd",
+    "pw",
     "secret",
     "secret_key",
     "private_key",
@@ -37,17 +49,26 @@ _SECRET_SUFFIXES: Final = (
     "credentials",
     "authorization",
     "cookie",
+    "webhook",
+    "webhook_url",
 )
 # Words that make a key secret however they are joined to the rest (`PGPASSWORD`, `apiToken`).
-_SECRET_ENDINGS: Final = ("password", "passwd", "secret", "apikey", "token")
+_SECRET_ENDINGS: Final = ("password", "passwd", "passphrase", "secret", "apikey", "token")
 _CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
-# Credentials embedded in values: provider keys and passwords inside URLs.
+# Provider keys in shorter forms than the memory's detector insists on (it must not refuse prose).
 _SECRET_VALUE = re.compile(
     r"\b(?:sk|pk|rk)-[A-Za-z0-9_\-]{12,}|\bgh[pousr]_[A-Za-z0-9]{20,}|\bxox[abpr]-[A-Za-z0-9\-]{10,}"
 )
 _URL_PASSWORD = re.compile(r"(?P<head>[a-z][a-z0-9+.\-]*://[^:/@\s]+:)(?P<password>[^@\s]+)(?=@)")
-# A URL's query parameters and a command line's `--flag=value` with a secret-looking name.
-_NAMED_VALUE = re.compile(r"(?P<head>(?:[?&]|\B--)(?P<name>[A-Za-z0-9_\-]+)=)(?P<value>[^&#\s]+)")
+# `name=value` with a secret-looking name: a URL's query parameter, a command line's
+# `--flag=value`, an environment assignment (`-e GITHUB_TOKEN=…`) or a connection string's part.
+_NAMED_VALUE = re.compile(
+    r"(?P<head>(?:[?&;]|\B--|^|(?<=\s))(?P<name>[A-Za-z0-9_\-]+)=)(?P<value>[^&#;\s]+)"
+)
+# The short flag that takes a password in mysql and other clients; after it, a port or a port
+# mapping (`-p 8080`, docker's `-p 127.0.0.1:8080:80/tcp`) is shown.
+_PASSWORD_FLAG: Final = "-p"
+_PORTS: Final = re.compile(r"(?:[\d.]+:)?\d+(?:-\d+)?(?::\d+(?:-\d+)?)?(?:/(?:tcp|udp|sctp))?")
 
 
 def is_secret_key(key: str) -> bool:
@@ -61,13 +82,20 @@ def is_secret_key(key: str) -> bool:
 
 
 def redact_text(text: str) -> str:
-    """Mask credentials that appear inside free text (keys, passwords in URLs, secret-named
-    query parameters and `--flag=value` options)."""
+    """Mask credentials that appear inside free text: passwords in URLs, secret-named query
+    parameters, `--flag=value` options and `NAME=value` assignments, and every credential the
+    secret detector finds (vendor keys, tokens, JWTs, Basic and Bearer credentials, passwords
+    given in a sentence)."""
     text = _URL_PASSWORD.sub(lambda m: m.group("head") + REDACTED, text)
     text = _NAMED_VALUE.sub(
         lambda m: m.group("head") + REDACTED if is_secret_key(m.group("name")) else m.group(), text
     )
-    return _SECRET_VALUE.sub(REDACTED, text)
+    text = _SECRET_VALUE.sub(REDACTED, text)
+    masked, last = [], 0
+    for start, end in secret_spans(text):
+        masked += [text[last:start], REDACTED]
+        last = end
+    return "".join(masked) + text[last:]
 
 
 def redact(value: Any) -> Any:
@@ -80,9 +108,7 @@ def redact(value: Any) -> Any:
     if isinstance(value, list | tuple):
         # A command line (`args: ["--token", "..."]`): the item after a secret-named flag.
         return [
-            REDACTED
-            if at and _is_secret_flag(value[at - 1]) and isinstance(item, str)
-            else redact(item)
+            REDACTED if at and _secret_after(value[at - 1], item) else redact(item)
             for at, item in enumerate(value)
         ]
     if isinstance(value, str):
@@ -90,13 +116,13 @@ def redact(value: Any) -> Any:
     return value
 
 
-def _is_secret_flag(item: Any) -> bool:
-    return (
-        isinstance(item, str)
-        and item.startswith("-")
-        and "=" not in item
-        and (is_secret_key(item.lstrip("-")))
-    )
+def _secret_after(flag: Any, item: Any) -> bool:
+    """Whether `item` is the value of the command-line flag `flag` that takes a secret."""
+    if not (isinstance(flag, str) and isinstance(item, str) and flag.startswith("-")):
+        return False
+    if flag == _PASSWORD_FLAG:
+        return not _PORTS.fullmatch(item)
+    return "=" not in flag and is_secret_key(flag.lstrip("-"))
 
 
 class RedactingFilter(logging.Filter):

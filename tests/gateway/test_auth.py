@@ -45,7 +45,9 @@ def test_tokens_are_stored_hashed_and_map_to_their_user(isolated_environment: Pa
     assert store.user_for(bob_token) == "bob"
 
 
-@pytest.mark.parametrize("user", ["", "has space", "../etc", "-leading", "x" * 129])
+@pytest.mark.parametrize(
+    "user", ["", "has space", "../etc", "-leading", "x" * 129, "alice\n", "alice\r\n"]
+)
 def test_a_token_needs_a_plain_user_id(isolated_environment: Path, user: str) -> None:
     with pytest.raises(ValueError, match="user id"):
         TokenStore(tokens_path(isolated_environment)).add(user)

@@ -363,6 +363,7 @@ def zip_of(files: dict[str, bytes]) -> bytes:
     ("payload", "names"),
     [
         (zip_of({"memory.json": b"{}", "../../escape.md": b"x"}), "unexpected file"),
+        (zip_of({"memory.json\n": b"{}", "facts/x.md\n": b"x"}), "unexpected file"),
         (zip_of({"facts/fact_0123456789abcdef.md": b"x"}), "no memory.json"),
         (
             zip_of(
@@ -377,7 +378,7 @@ def zip_of(files: dict[str, bytes]) -> bytes:
         (b"\x00\x01 neither json nor zip", "not json"),
         (b"[1, 2]", "json object"),
     ],
-    ids=["traversal", "no-manifest", "bad-fact", "broken-zip", "garbage", "array"],
+    ids=["traversal", "newline", "no-manifest", "bad-fact", "broken-zip", "garbage", "array"],
 )
 def test_bad_uploads_are_400_and_change_nothing(
     client: httpx.Client, payload: bytes, names: str

@@ -52,7 +52,7 @@ def unpack_export(data: bytes, destination: Path) -> None:
         if len(members) > MAX_MEMBERS:
             raise ValueError(f"import: the archive has more than {MAX_MEMBERS} files")
         for info in members:
-            if not _MEMBER.match(info.filename):
+            if not _MEMBER.fullmatch(info.filename):
                 raise ValueError(
                     f"import: unexpected file {info.filename!r} in the archive; a Markdown "
                     "export holds memory.json and facts/*.md"

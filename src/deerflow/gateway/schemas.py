@@ -10,7 +10,7 @@ from typing import Any, Final, Literal, Self
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from deerflow.agents.memory.manager import FACT_CATEGORIES
+from deerflow.agents.memory.manager import FACT_CATEGORIES, MAX_TEXT_CHARS
 
 __all__ = [
     "ERROR_EXAMPLES",
@@ -124,7 +124,7 @@ class FactCreate(BaseModel):
         },
     )
 
-    content: str = Field(min_length=1, max_length=10_000)
+    content: str = Field(min_length=1, max_length=MAX_TEXT_CHARS)
     category: Category = "context"
     confidence: float = Field(default=0.5, ge=0, le=1, strict=True)  # not true, not "0.5"
 
@@ -137,7 +137,7 @@ class FactPatch(BaseModel):
         json_schema_extra={"examples": [{"content": "Prefers green tea"}], "minProperties": 1},
     )
 
-    content: str | None = Field(default=None, min_length=1, max_length=10_000)
+    content: str | None = Field(default=None, min_length=1, max_length=MAX_TEXT_CHARS)
     category: Category | None = None
     confidence: float | None = Field(default=None, ge=0, le=1, strict=True)
 

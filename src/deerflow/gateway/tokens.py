@@ -37,7 +37,7 @@ def tokens_path(home: Path) -> Path:
 
 def validate_user_id(user_id: str) -> str:
     """Return `user_id`, or raise `ValueError` when it is not a plain identifier."""
-    if not _USER_ID.match(user_id):
+    if not _USER_ID.fullmatch(user_id):
         raise ValueError(
             f"user id {user_id!r}: use 1-128 letters, digits, '.', '_', '@' or '-', "
             "starting with a letter or digit"

@@ -18,6 +18,7 @@ from deerflow.agents.memory.identity import is_valid_unicode
 __all__ = [
     "FACT_CATEGORIES",
     "HISTORY_SECTIONS",
+    "MAX_TEXT_CHARS",
     "USER_SECTIONS",
     "Fact",
     "MemoryDocument",
@@ -46,8 +47,15 @@ FACT_CATEGORIES: Final = (
 USER_SECTIONS: Final = ("workContext", "personalContext", "topOfMind")
 HISTORY_SECTIONS: Final = ("recentMonths", "earlierContext", "longTermBackground")
 DOCUMENT_VERSION: Final = "2.0"
+# The longest text one fact or one summary section may hold, for every writer: a fact is one
+# statement about the user, and everything stored is injected into prompts and kept in history.
+MAX_TEXT_CHARS: Final = 10_000
 # C0 and C1 control characters other than tab and line feed.
 _CONTROL: Final = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+# Bidirectional embedding, override and isolate controls: they make text display in another
+# order than it is read (and than a model reads it). Marks (U+200E, U+200F, U+061C) are kept.
+_BIDI_CONTROL: Final = re.compile("[\u202a-\u202e\u2066-\u2069]")
+_BYTE_ORDER_MARK: Final = "\ufeff"
 _UNSEARCHABLE: Final = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\ud800-\udfff]")
 
 
@@ -112,19 +120,26 @@ def validate_content(content: Any) -> str:
 
 
 def checked_text(value: Any) -> str:
-    """Stored text (a fact's content or any text field beside it): stripped, line breaks as
-    `\n`.
+    """Stored text (a fact's content, a summary, or any text field beside a fact): stripped,
+    line breaks as `\n`, byte order marks (U+FEFF, an encoding artifact) removed.
 
     Raises:
-        ValueError: saying why: not text, nothing visible (only spaces, zero-width or control
-            characters), a control character other than a line break or a tab (which could
-            drive a terminal that shows it), or not valid Unicode.
+        ValueError: saying why: not text, longer than `MAX_TEXT_CHARS`, nothing visible (only
+            spaces, zero-width or control characters), a control character other than a line
+            break or a tab (which could drive a terminal that shows it), a bidirectional
+            override or isolate (which shows the text in another order than it is read), or
+            not valid Unicode.
     """
     if not isinstance(value, str):
         raise ValueError("must be non-empty text")
-    text = value.replace("\r\n", "\n").replace("\r", "\n").strip()
+    text = value.replace(_BYTE_ORDER_MARK, "").replace("\r\n", "\n").replace("\r", "\n")
+    text = text.strip()
+    if len(text) > MAX_TEXT_CHARS:
+        raise ValueError(f"should have at most {MAX_TEXT_CHARS} characters (got {len(text)})")
     if control := _CONTROL.search(text):
         raise ValueError(f"holds the control character U+{ord(control[0]):04X}")
+    if bidi := _BIDI_CONTROL.search(text):
+        raise ValueError(f"holds the bidirectional control character U+{ord(bidi[0]):04X}")
     if not any(unicodedata.category(char)[0] not in "CZ" for char in text):
         raise ValueError("must be non-empty text (it has nothing visible)")
     if not is_valid_unicode(text):

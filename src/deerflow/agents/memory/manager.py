@@ -23,6 +23,7 @@ from deerflow.agents.memory.conversation import (
 )
 from deerflow.agents.memory.document import (
     FACT_CATEGORIES,
+    MAX_TEXT_CHARS,
     Fact,
     MemoryDocument,
     checked_text,
@@ -60,11 +61,14 @@ from deerflow.agents.memory.identity import (
     is_valid_unicode,
     slug_with_digest,
 )
+from deerflow.agents.memory.import_document import parse_import_document
+from deerflow.agents.memory.secret_detector import find_secret
 from deerflow.importing import import_object
 
 __all__ = [
     "DEFAULT_USER",
     "FACT_CATEGORIES",
+    "MAX_TEXT_CHARS",
     "OPTIONAL_OPERATIONS",
     "ConversationMessage",
     "DuplicateFactError",
@@ -90,6 +94,7 @@ __all__ = [
     "checked_user_id",
     "default_host_hooks",
     "empty_document",
+    "find_secret",
     "get_memory_manager",
     "import_object",
     "is_harness_message",
@@ -99,6 +104,7 @@ __all__ = [
     "keep_hidden_message",
     "memory_read_failures_are_fatal",
     "parse_backend_config",
+    "parse_import_document",
     "provided_operations",
     "read_message",
     "reset_memory_manager",

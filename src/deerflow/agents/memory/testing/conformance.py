@@ -21,7 +21,12 @@ from deerflow.agents.memory.base import (
     overrides,
     provided_operations,
 )
-from deerflow.agents.memory.document import FACT_CATEGORIES, empty_document, utc_now
+from deerflow.agents.memory.document import (
+    FACT_CATEGORIES,
+    MAX_TEXT_CHARS,
+    empty_document,
+    utc_now,
+)
 from deerflow.agents.memory.errors import (
     DuplicateFactError,
     FactNotFoundError,
@@ -581,6 +586,30 @@ class MemoryManagerConformanceTests(ABC):
         assert _contents(returned) == [fact["content"]]
         assert _contents(self.facts(call, user_id)) == [fact["content"]]
 
+    def test_import_memory_refuses_a_mistyped_document(
+        self, call: Call, user_id: str, token: str
+    ) -> None:
+        """A document with a value of the wrong type raises ValueError and changes nothing.
+
+        Troubleshooting: check the document with `parse_import_document` (from
+        `deerflow.agents.memory.manager`) before changing anything; `{"user": []}` must not
+        import as "no summaries".
+        """
+        if self.unsupported(call, "import_memory", user_id):
+            return
+        self.require("create_fact", "get_memory")
+        self.create(call, f"The user's kept word is {token}.", user_id)
+        mistyped: list[dict[str, Any]] = [
+            {"user": []},
+            {"history": 0},
+            {"facts": "x"},
+            {"facts": [], "revision": "five"},
+        ]
+        for data in mistyped:
+            with pytest.raises(ValueError):  # noqa: PT011 - the type is the contract
+                call("import_memory", data, user_id=user_id)
+        assert _contents(self.facts(call, user_id)) == [f"The user's kept word is {token}."]
+
     def test_export_clear_import_round_trip(self, call: Call, user_id: str, token: str) -> None:
         """export → clear → import brings back the facts' contents.
 
@@ -637,14 +666,22 @@ class MemoryManagerConformanceTests(ABC):
         assert fact["confidence"] == pytest.approx(0.8)
 
     def test_create_fact_rejects_invalid_input(self, call: Call, user_id: str) -> None:
-        """Unknown category, confidence 1.5 and empty content raise ValueError.
+        """Unknown category, confidence 1.5, empty content, content over `MAX_TEXT_CHARS` and
+        content with a bidirectional override raise ValueError.
 
         Troubleshooting: validate with `validate_content`, `validate_category` and
         `validate_confidence` from `deerflow.agents.memory.document`.
         """
         if self.unsupported(call, "create_fact", user_id):
             return
-        for args in (("x", "nonsense"), ("x", "context", 1.5), ("  ",)):
+        invalid: tuple[tuple[Any, ...], ...] = (
+            ("x", "nonsense"),
+            ("x", "context", 1.5),
+            ("  ",),
+            ("x" * (MAX_TEXT_CHARS + 1),),
+            ("Prefers \u202etea",),
+        )
+        for args in invalid:
             with pytest.raises(ValueError):  # noqa: PT011 - the type is the contract
                 call("create_fact", *args, user_id=user_id)
 

@@ -49,6 +49,6 @@ def assistant_peer_id(agent_name: str | None) -> str:
     """
     if agent_name is None:
         return ASSISTANT_PEER
-    if not isinstance(agent_name, str) or not _AGENT_NAME.match(agent_name):
+    if not isinstance(agent_name, str) or not _AGENT_NAME.fullmatch(agent_name):
         raise ValueError(f"agent_name: {agent_name!r} must be 1 to 64 letters, digits, '_' or '-'")
     return f"{ASSISTANT_PEER}-{agent_name.lower()}"

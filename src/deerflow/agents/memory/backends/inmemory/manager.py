@@ -38,6 +38,7 @@ from deerflow.agents.memory.errors import (
     MemoryConflictError,
 )
 from deerflow.agents.memory.identity import checked_id
+from deerflow.agents.memory.import_document import parse_import_document
 
 __all__ = ["InMemoryMemoryManager"]
 
@@ -90,15 +91,6 @@ def _refuse_duplicate(facts: dict[str, _Fact], new: _Fact) -> None:
                 f"a fact with this content exists: {existing['id']}",
                 existing_fact_id=existing["id"],
             )
-
-
-def _summary(data: dict[str, Any], part: str, key: str) -> str:
-    section = data.get(part) or {}
-    entry = section.get(key) if isinstance(section, dict) else None
-    summary = entry.get("summary", "") if isinstance(entry, dict) else ""
-    if not isinstance(summary, str):
-        raise ValueError(f"import_memory: {part}.{key}.summary must be text")
-    return summary
 
 
 def _fact(raw: Any, now: str, source: str) -> _Fact:
@@ -337,17 +329,22 @@ class InMemoryMemoryManager(MemoryManager):
         """Replace the user's summaries and the bucket's facts with those of `data`.
 
         Raises:
-            ValueError: `data` is not a document, or one of its facts is invalid.
+            ValueError: `data` is not a document (`parse_import_document`), or one of its facts
+                is invalid (`facts[3].content: ...`).
         """
-        if not isinstance(data, dict) or not isinstance(data.get("facts"), list):
-            raise ValueError("import_memory: data must be a memory document with a 'facts' list")
+        document = parse_import_document(data)
         now = utc_now()
         summaries = {
-            part: {key: {"summary": _summary(data, part, key), "updatedAt": now} for key in keys}
-            for part, keys in (("user", USER_SECTIONS), ("history", HISTORY_SECTIONS))
+            part: {key: {"summary": text, "updatedAt": now} for key, text in texts.items()}
+            for part, texts in document.summaries().items()
         }
         bucket = _bucket(agent_name)
-        new: list[_Change] = [(bucket, None, _fact(f, now, "import")) for f in data["facts"]]
+        new: list[_Change] = []
+        for number, raw in enumerate(document.facts):
+            try:
+                new.append((bucket, None, _fact(raw, now, "import")))
+            except ValueError as exc:
+                raise ValueError(f"facts[{number}].{exc}") from None
         with self._lock:
             state = self._state(user_id)
             old: list[_Change] = [(bucket, f, None) for f in state.buckets.get(bucket, {}).values()]

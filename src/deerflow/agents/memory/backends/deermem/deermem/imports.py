@@ -22,6 +22,7 @@ from deerflow.agents.memory.backends.deermem.deermem.governance import (
 from deerflow.agents.memory.manager import (
     checked_text,
     is_valid_unicode,
+    parse_import_document,
     utc_now,
     validate_category,
     validate_confidence,
@@ -31,12 +32,6 @@ from deerflow.agents.memory.manager import (
 __all__ = ["imported_changes"]
 
 _SOURCE_TYPES = ("manual", "consolidation", "import", "conversation", "unknown")
-# The keys of an exported document (SPEC §5.2; `userId` as memory.json holds it). Any other key
-# is refused: `{"Facts": [...]}` would otherwise import as "no facts" and empty the bucket.
-_DOCUMENT_KEYS: Final = frozenset(
-    {"version", "revision", "lastUpdated", "userId", "user", "history", "facts"}
-)
-_CONTENT_KEYS: Final = ("user", "history", "facts")
 # The keys of a fact dict an import reads or sets itself (the stored bookkeeping, and the score
 # a search result carries); any other key is kept in the fact's front matter.
 _KNOWN_KEYS: Final = frozenset({*FRONT_MATTER_ORDER, "content", "score"})
@@ -46,30 +41,19 @@ MAX_NESTING: Final = 16
 def imported_changes(data: Any, snapshot: MemorySnapshot, *, max_facts: int) -> ChangeSet:
     """The change that makes the user's summaries and this bucket's facts equal to `data`.
 
-    Sections missing from `data` become empty; facts not in `data` are removed. A document
-    with none of `user`, `history` and `facts`, or with a key an export does not have, is
-    refused rather than read as empty.
+    Sections missing from `data` become empty; facts not in `data` are removed. The document's
+    shape is checked first (`parse_import_document`), so a mistyped one is refused rather than
+    read as empty.
 
     Raises:
         ValueError: naming the first bad field (`facts[3].confidence: ...`); nothing is written.
     """
-    if not isinstance(data, Mapping):
-        raise ValueError("import: the document must be a JSON object")
-    unknown = sorted(str(key) for key in data if key not in _DOCUMENT_KEYS)
-    if unknown:
-        raise ValueError(
-            f"import: unknown key {', '.join(map(repr, unknown))}; a memory document has "
-            f"{', '.join(sorted(_DOCUMENT_KEYS))}"
-        )
-    if not any(key in data for key in _CONTENT_KEYS):
-        raise ValueError("import: the document has none of user, history and facts")
-    summaries = {
-        part: {section: _summary(data, part, section) for section in sections}
-        for part, sections in snapshot.summaries.items()
-    }
-    facts = data.get("facts", [])
-    if not isinstance(facts, list):
-        raise ValueError("facts: must be a list")
+    document = parse_import_document(data)
+    summaries = document.summaries()
+    for part, sections in summaries.items():
+        for section, summary in sections.items():
+            refuse_secrets(summary, field=f"{part}.{section}.summary")
+    facts = document.facts
     if len(facts) > max_facts:
         raise ValueError(f"facts: {len(facts)} facts exceed max_facts={max_facts}")
     now = utc_now()
@@ -96,30 +80,10 @@ def imported_changes(data: Any, snapshot: MemorySnapshot, *, max_facts: int) -> 
     )
 
 
-def _summary(data: Mapping[str, Any], part: str, section: str) -> str:
-    sections = data.get(part) or {}
-    if not isinstance(sections, Mapping):
-        raise ValueError(f"{part}: must be an object")
-    entry = sections.get(section)
-    if entry is None:
-        return ""
-    summary = entry.get("summary", "") if isinstance(entry, Mapping) else entry
-    if not isinstance(summary, str):
-        raise ValueError(f"{part}.{section}.summary: must be text")
-    if not summary.strip():
-        return ""
-    try:
-        summary = checked_text(summary)  # the content's rules: it is injected just the same
-    except ValueError as exc:
-        raise ValueError(f"{part}.{section}.summary: {exc}") from None
-    refuse_secrets(summary, field=f"{part}.{section}.summary")
-    return summary
-
-
-def _record(raw: Any, number: int, snapshot: MemorySnapshot, now: str) -> dict[str, Any]:
+def _record(
+    raw: Mapping[str, Any], number: int, snapshot: MemorySnapshot, now: str
+) -> dict[str, Any]:
     where = f"facts[{number}]"
-    if not isinstance(raw, Mapping):
-        raise ValueError(f"{where}: must be an object")
     try:
         content = validate_content(raw.get("content"))
         category = validate_category(raw.get("category", "context"))
