@@ -29,6 +29,7 @@ from deerflow.agents.memory.manager import (
     default_host_hooks,
 )
 from deerflow.cli import memory_render as render
+from deerflow.cli.ids import AmbiguousIdError
 from deerflow.config import load_config
 from deerflow.redaction import redact_text
 
@@ -66,6 +67,7 @@ ERROR_EXITS: Final[tuple[tuple[type[Exception], ErrorExit], ...]] = (
     (MemoryConflictError, ErrorExit(4, "conflict", "conflict")),
     (MemoryUnsupportedError, ErrorExit(5, "unsupported", None)),
     (MemoryCorruptionError, ErrorExit(6, "corruption", "stored memory is corrupt")),
+    (AmbiguousIdError, ErrorExit(2, "ambiguous_id", None)),
     (MemoryManagerError, ErrorExit(1, "memory_error", "memory error")),
     (ValueError, ErrorExit(2, "invalid_input", "invalid input")),
     (OSError, ErrorExit(1, "os_error", "error")),

@@ -17,6 +17,7 @@ from deerflow.gateway.chat_routes import ChatAgents
 from deerflow.gateway.errors import install_error_handlers
 from deerflow.gateway.lifecycle import GatewayState, health_router, lifespan
 from deerflow.gateway.tokens import TokenStore, tokens_path
+from deerflow.version import package_version
 
 __all__ = ["STATIC_DIR", "create_app"]
 
@@ -54,7 +55,7 @@ def create_app(
         tokens.records()  # a broken token file stops startup, not the first request
     app = FastAPI(
         title="DeerFlow Memory",
-        version="0.1.0",
+        version=package_version(),
         description=DESCRIPTION,
         lifespan=lifespan,
     )
