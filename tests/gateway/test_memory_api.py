@@ -469,3 +469,32 @@ def test_concurrent_edits_of_one_fact_end_in_one_of_them(
     final = contents(client)
     assert len(final) == 1
     assert final[0].startswith("Version ")
+
+
+# -- one fact --------------------------------------------------------------------------------------
+
+
+def test_one_fact_is_read_by_id(client: httpx.Client) -> None:
+    created = add(client)
+    add(client, agent="coder", content="Writes Rust", category="knowledge", confidence=0.8)
+
+    response = client.get(f"/api/memory/facts/{created['id']}")
+
+    assert response.status_code == 200, response.text
+    assert response.json() == created
+    assert response.json() == client.get("/api/memory").json()["facts"][0]
+    coder = client.get("/api/memory", params={"agent_name": "coder"}).json()["facts"][0]
+    other_bucket = client.get(f"/api/memory/facts/{coder['id']}")
+    expect_error(other_bucket, 404, "fact_not_found")
+    assert (
+        client.get(f"/api/memory/facts/{coder['id']}", params={"agent_name": "coder"}).json()
+        == coder
+    )
+
+
+def test_reading_a_missing_fact_is_a_typed_404(client: httpx.Client) -> None:
+    detail = expect_error(client.get("/api/memory/facts/fact_" + "0" * 32), 404, "fact_not_found")
+    assert "fact_" + "0" * 32 in detail
+    expect_error(
+        client.get("/api/memory/facts/fact_x", params={"agent_name": "../x"}), 400, "invalid_input"
+    )

@@ -17,6 +17,7 @@ from deerflow.agents.custom_agents import list_agents
 from deerflow.agents.memory.extensions import AgentListing, MarkdownPortable
 from deerflow.agents.memory.manager import (
     OPTIONAL_OPERATIONS,
+    FactNotFoundError,
     MemoryConflictError,
     MemoryManager,
     MemoryUnsupportedError,
@@ -120,6 +121,21 @@ async def reload_memory(manager: Manager, user: CurrentUser, agent_name: AgentNa
     except MemoryUnsupportedError:  # SPEC §7: a backend without caches is simply read again
         document = await manager.aget_memory(user_id=user, agent_name=agent_name)
     return JSONResponse(document)
+
+
+@router.get(
+    "/facts/{fact_id}",
+    summary="One fact of the bucket, with every field the backend returns for it",
+    response_model=Fact,
+    responses=error_responses(400, 404, 501),
+)
+async def get_fact(
+    fact_id: FactId, manager: Manager, user: CurrentUser, agent_name: AgentName = None
+) -> Any:
+    fact = _fact(await manager.aget_memory(user_id=user, agent_name=agent_name), fact_id)
+    if fact is None:
+        raise FactNotFoundError(fact_id)
+    return JSONResponse(fact)
 
 
 @router.get(
