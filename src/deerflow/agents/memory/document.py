@@ -18,6 +18,7 @@ from deerflow.agents.memory.identity import is_valid_unicode
 __all__ = [
     "FACT_CATEGORIES",
     "HISTORY_SECTIONS",
+    "SUMMARY_SECTIONS",
     "USER_SECTIONS",
     "Fact",
     "MemoryDocument",
@@ -29,6 +30,7 @@ __all__ = [
     "validate_category",
     "validate_confidence",
     "validate_content",
+    "validate_summary_section",
 ]
 
 FACT_CATEGORIES: Final = (
@@ -45,6 +47,7 @@ FACT_CATEGORIES: Final = (
 )
 USER_SECTIONS: Final = ("workContext", "personalContext", "topOfMind")
 HISTORY_SECTIONS: Final = ("recentMonths", "earlierContext", "longTermBackground")
+SUMMARY_SECTIONS: Final = {"user": USER_SECTIONS, "history": HISTORY_SECTIONS}
 DOCUMENT_VERSION: Final = "2.0"
 # C0 and C1 control characters other than tab and line feed.
 _CONTROL: Final = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
@@ -159,3 +162,17 @@ def validate_confidence(confidence: Any) -> float:
     if math.isnan(value) or not 0.0 <= value <= 1.0:
         raise ValueError(f"confidence: must be between 0 and 1, got {confidence!r}")
     return value + 0.0  # -0.0 becomes 0.0, which is how it reads back
+
+
+def validate_summary_section(part: Any, section: Any) -> tuple[str, str]:
+    """Return `(part, section)` when they name a summary section, e.g. `user`, `workContext`.
+
+    Raises:
+        ValueError: naming the parts, or the part's sections.
+    """
+    if part not in SUMMARY_SECTIONS:
+        raise ValueError(f"part: {part!r} is not one of {', '.join(SUMMARY_SECTIONS)}")
+    if section not in SUMMARY_SECTIONS[part]:
+        sections = ", ".join(SUMMARY_SECTIONS[part])
+        raise ValueError(f"section: {section!r} is not a section of {part}: {sections}")
+    return str(part), str(section)

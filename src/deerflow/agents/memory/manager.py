@@ -23,6 +23,7 @@ from deerflow.agents.memory.conversation import (
 )
 from deerflow.agents.memory.document import (
     FACT_CATEGORIES,
+    SUMMARY_SECTIONS,
     Fact,
     MemoryDocument,
     checked_text,
@@ -32,6 +33,7 @@ from deerflow.agents.memory.document import (
     validate_category,
     validate_confidence,
     validate_content,
+    validate_summary_section,
 )
 from deerflow.agents.memory.errors import (
     DuplicateFactError,
@@ -66,6 +68,7 @@ __all__ = [
     "DEFAULT_USER",
     "FACT_CATEGORIES",
     "OPTIONAL_OPERATIONS",
+    "SUMMARY_SECTIONS",
     "ConversationMessage",
     "DuplicateFactError",
     "Fact",
@@ -111,4 +114,5 @@ __all__ = [
     "validate_category",
     "validate_confidence",
     "validate_content",
+    "validate_summary_section",
 ]

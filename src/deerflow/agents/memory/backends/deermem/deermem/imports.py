@@ -28,7 +28,7 @@ from deerflow.agents.memory.manager import (
     validate_content,
 )
 
-__all__ = ["imported_changes"]
+__all__ = ["checked_summary", "imported_changes"]
 
 _SOURCE_TYPES = ("manual", "consolidation", "import", "conversation", "unknown")
 # The keys of an exported document (SPEC §5.2; `userId` as memory.json holds it). Any other key
@@ -106,14 +106,24 @@ def _summary(data: Mapping[str, Any], part: str, section: str) -> str:
     summary = entry.get("summary", "") if isinstance(entry, Mapping) else entry
     if not isinstance(summary, str):
         raise ValueError(f"{part}.{section}.summary: must be text")
-    if not summary.strip():
+    return checked_summary(summary, f"{part}.{section}.summary")
+
+
+def checked_summary(text: str, where: str) -> str:
+    """A summary section's new text: "" when blank, else the content's rules apply (it is
+    injected just the same) and nothing secret-looking is stored.
+
+    Raises:
+        ValueError: naming `where`.
+    """
+    if not text.strip():
         return ""
     try:
-        summary = checked_text(summary)  # the content's rules: it is injected just the same
+        text = checked_text(text)
     except ValueError as exc:
-        raise ValueError(f"{part}.{section}.summary: {exc}") from None
-    refuse_secrets(summary, field=f"{part}.{section}.summary")
-    return summary
+        raise ValueError(f"{where}: {exc}") from None
+    refuse_secrets(text, field=where)
+    return text
 
 
 def _record(raw: Any, number: int, snapshot: MemorySnapshot, now: str) -> dict[str, Any]:
