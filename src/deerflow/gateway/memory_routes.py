@@ -37,6 +37,9 @@ from deerflow.gateway.schemas import (
     MergedFact,
     SearchResults,
     Status,
+    SummaryPart,
+    SummarySection,
+    SummaryUpdate,
     error_responses,
 )
 from deerflow.redaction import redact
@@ -242,6 +245,35 @@ async def delete_fact(
     await _require_revision(manager, user, agent_name, expected_revision)
     await manager.adelete_fact(fact_id, user_id=user, agent_name=agent_name)
     return JSONResponse({"deleted": fact_id})
+
+
+@router.put(
+    "/summaries/{part}/{section}",
+    summary="Replace the text of one summary section of the user (revertible)",
+    response_model=MemoryDocument,
+    responses=error_responses(400, 409, 501),
+)
+async def update_summary(
+    part: Annotated[SummaryPart, PathParam(examples=["user"])],
+    section: Annotated[
+        SummarySection,
+        PathParam(description="A section of `part` (else 400).", examples=["workContext"]),
+    ],
+    body: SummaryUpdate,
+    manager: Manager,
+    user: CurrentUser,
+    agent_name: AgentName = None,
+    expected_revision: ExpectedRevision = None,
+) -> Any:
+    document = await manager.aupdate_summary(
+        part,
+        section,
+        body.text,
+        user_id=user,
+        agent_name=agent_name,
+        expected_revision=expected_revision,
+    )
+    return JSONResponse(document)
 
 
 @router.delete(
