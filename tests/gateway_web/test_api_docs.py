@@ -5,7 +5,7 @@ from __future__ import annotations
 from playwright.sync_api import Browser, Page, expect
 
 from tests.gateway_web.conftest import Screenshot
-from tests.gateway_web.harness import Gateway, PageWatch
+from tests.gateway_web.harness import Gateway, watched_context
 
 # ReDoc's sidebar asks its CDN for a logo; the page's policy blocks it before it leaves.
 REDOC_LOGO_BLOCKED = "Loading the image 'https://cdn.redoc.ly/redoc/logo-mini.svg' violates"
@@ -14,13 +14,7 @@ REDOC_LOGO_BLOCKED = "Loading the image 'https://cdn.redoc.ly/redoc/logo-mini.sv
 def test_swagger_ui_and_redoc_render_offline(
     browser: Browser, gateway: Gateway, screenshot: Screenshot
 ) -> None:
-    context = browser.new_context(base_url=gateway.base_url)
-    watch = PageWatch()
-    context.route("**/*", watch.route)
-    page = context.new_page()
-    page.on("console", watch.console)
-    page.on("pageerror", lambda error: watch.errors.append(str(error)))
-    try:
+    with watched_context(browser, gateway.base_url) as (page, watch):
         page.goto("/docs")
         operation = page.locator(".opblock-summary-path", has_text="/api/memory/facts/{fact_id}")
         expect(operation.first).to_be_visible()
@@ -30,8 +24,6 @@ def test_swagger_ui_and_redoc_render_offline(
         expect(page.get_by_role("heading", name="Store one fact")).to_be_visible()
         expect(page.locator("img[alt='redocly logo']")).to_have_count(0)
         screenshot(page, "redoc")
-    finally:
-        context.close()
     assert watch.outside == [], "nothing was requested beyond the gateway"
     assert [e for e in watch.errors if not e.startswith(REDOC_LOGO_BLOCKED)] == []
 
