@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.metadata
 import subprocess
 import sys
 from typing import Any
@@ -46,3 +47,32 @@ def test_the_cli_loads_the_agent_machinery_only_for_the_commands_that_run_agents
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+def test_version_prints_the_installed_version() -> None:
+    result = CliRunner().invoke(app, ["--version"])
+    assert result.exit_code == 0, result.output
+    assert result.stdout == f"deerflow {importlib.metadata.version('deerflow-memory')}\n"
+
+
+def test_chat_help_names_the_agents_folder() -> None:
+    result = CliRunner().invoke(app, ["chat", "--help"], env={"COLUMNS": "200"})
+    assert result.exit_code == 0, result.output
+    assert "{home}" not in result.stdout
+    assert "$DEER_FLOW_HOME/agents/NAME/" in result.stdout
+
+
+def test_log_records_stay_one_line_when_stderr_is_not_a_terminal() -> None:
+    """Rich's log layout would wrap a long record at 80 columns and pad it with spaces."""
+    code = (
+        "import logging\n"
+        "from deerflow.cli.app import configure_logging\n"
+        "configure_logging(logging.WARNING)\n"
+        "secret = 'api_key=sk-proj-4fG7hK2mN9pQ3rS8'\n"
+        "logging.getLogger('deerflow.test').warning('x' * 300 + ' ' + secret)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    (line,) = out.stderr.splitlines()
+    assert line.startswith("WARNING deerflow.test: " + "x" * 300)
+    assert line == line.rstrip()
+    assert "4fG7hK2mN9pQ3rS8" not in line, "credentials stay masked"

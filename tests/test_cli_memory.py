@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import contextlib
+import io
 import json
+import os
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -12,6 +14,7 @@ from typing import Any
 
 import pytest
 import typer
+from rich.console import Console
 from typer.testing import CliRunner, Result
 
 from deerflow.agents.memory.manager import (
@@ -27,7 +30,7 @@ from deerflow.agents.memory.manager import (
     MemoryUnsupportedError,
     build_memory_manager,
 )
-from deerflow.cli import memory_cmd, memory_session
+from deerflow.cli import memory_cmd, memory_render, memory_session
 from deerflow.cli.app import app
 from deerflow.config import load_config
 
@@ -114,14 +117,13 @@ def test_show_json_is_the_library_document(run: Any, library: MemoryManager) -> 
     assert [f["content"] for f in reviewer["facts"]] == ["Reviews code for the infra team"]
 
 
-def test_show_narrow_console_keeps_ids_whole(config_file: Path, library: MemoryManager) -> None:
+def test_a_narrow_terminal_keeps_ids_whole(library: MemoryManager) -> None:
     fact_id = add(library, "Prefers uv over pip")
-    result = CliRunner().invoke(
-        app, ["memory", "show", "-c", str(config_file)], env={"COLUMNS": "80"}
-    )
-    assert result.exit_code == 0, result.output
-    assert fact_id in result.output
-    assert "Prefers uv over pip" in result.output
+    terminal = Console(file=io.StringIO(), width=80, force_terminal=True)
+    terminal.print(memory_render.document_view(library.get_memory(), user="default", agent=None))
+    shown = terminal.file.getvalue()  # type: ignore[attr-defined]
+    assert fact_id in shown
+    assert "Prefers uv over pip" in shown
 
 
 def test_search_filters_by_category_and_limits(run: Any, library: MemoryManager) -> None:
@@ -507,7 +509,7 @@ def test_history_then_revert_restores_a_deleted_fact(run: Any, library: MemoryMa
     assert [f["id"] for f in latest["before"]["facts"]] == [fact_id]
     table = run("history")
     assert latest["change_id"] in table.output
-    assert "1→0" in table.output
+    assert "Removed: Prefers uv over pip" in table.output
 
     reverted = run("revert", latest["change_id"], "--yes", "--json")
 
@@ -741,3 +743,180 @@ def test_clear_of_a_user_with_nothing_stored_says_so(run: Any, library: MemoryMa
     add(library, "Uses zsh", user_id="somebody")
     result = run("clear", "--yes", "--user", "somebody")
     assert "cleared ALL memory of somebody" in result.stdout
+
+
+# -- listing, showing, id prefixes ---------------------------------------------------------------
+
+
+def fact_with_id(hex_digits: str, content: str, **fields: Any) -> dict[str, Any]:
+    return {"id": f"fact_{hex_digits}", "content": content, **fields}
+
+
+def test_facts_list_filters_by_category_and_limits(run: Any, library: MemoryManager) -> None:
+    add(library, "Prefers uv over pip", category="preference", confidence=0.9)
+    add(library, "Prefers tabs", category="preference", confidence=0.6)
+    add(library, "Works on the data platform", category="context", confidence=0.8)
+    add(library, "Reviews Go code", agent="reviewer")
+
+    everything = json.loads(run("facts", "list", "--json").stdout)
+    preferences = json.loads(run("facts", "list", "--category", "preference", "--json").stdout)
+    top = json.loads(run("facts", "list", "-n", "1", "--json").stdout)
+    reviewer = json.loads(run("facts", "list", "--agent", "reviewer", "--json").stdout)
+
+    assert [f["content"] for f in everything] == [
+        "Prefers uv over pip",
+        "Works on the data platform",
+        "Prefers tabs",
+    ], "most confident first"
+    assert everything == sorted(library.get_memory()["facts"], key=lambda f: -f["confidence"])
+    assert [f["content"] for f in preferences] == ["Prefers uv over pip", "Prefers tabs"]
+    assert [f["content"] for f in top] == ["Prefers uv over pip"]
+    assert [f["content"] for f in reviewer] == ["Reviews Go code"]
+    table = run("facts", "list")
+    assert table.exit_code == 0, table.output
+    assert "Works on the data platform" in table.stdout
+    assert run("facts", "list", "--user", "nobody").stdout.strip() == "(no facts)"
+    unknown = run("facts", "list", "--category", "gossip")
+    assert unknown.exit_code == 2
+    assert "gossip" in unknown.stderr
+
+
+def test_facts_show_prints_the_whole_fact(run: Any, library: MemoryManager) -> None:
+    extra = {"topics": ["python", "packaging"], "expected_valid_days": 30}
+    library.import_memory(
+        {"facts": [fact_with_id("ab" * 16, "Prefers uv over pip", **extra, confidence=0.9)]}
+    )
+    (stored,) = library.get_memory()["facts"]
+
+    as_json = run("facts", "show", stored["id"], "--json")
+    plain = run("facts", "show", stored["id"])
+
+    assert as_json.exit_code == 0, as_json.output
+    assert json.loads(as_json.stdout) == stored
+    assert stored["topics"] == ["python", "packaging"], "front-matter fields come along"
+    assert plain.exit_code == 0, plain.output
+    rows = {
+        line.split(maxsplit=1)[0]: line.split(maxsplit=1)[1] for line in plain.stdout.splitlines()
+    }
+    assert rows["content"] == "Prefers uv over pip"
+    assert rows["confidence"] == "0.9"
+    assert rows["expected_valid_days"] == "30"
+    assert rows["topics"] == '["python", "packaging"]'
+    missing = run("facts", "show", "fact_" + "cd" * 16, "--json")
+    assert missing.exit_code == 3
+    assert json.loads(missing.stdout)["error"] == "fact_not_found"
+
+
+@pytest.fixture
+def similar_ids(library: MemoryManager) -> dict[str, str]:
+    """Three facts: two whose ids share the prefix `abcd12`, one starting `9f00`."""
+    ids = {"first": "abcd12" + "0" * 26, "second": "abcd12" + "1" * 26, "other": "9f00" + "2" * 28}
+    library.import_memory(
+        {"facts": [fact_with_id(hex_id, f"Fact {name}") for name, hex_id in ids.items()]}
+    )
+    return {name: f"fact_{hex_id}" for name, hex_id in ids.items()}
+
+
+@pytest.mark.parametrize("prefix", ["9f00", "fact_9f00", "9f0022"])
+def test_a_unique_fact_id_prefix_resolves(
+    run: Any, library: MemoryManager, similar_ids: dict[str, str], prefix: str
+) -> None:
+    shown = run("facts", "show", prefix, "--json")
+    edited = run("facts", "edit", prefix, "--content", "Fact other, edited")
+
+    assert shown.exit_code == 0, shown.output
+    assert json.loads(shown.stdout)["id"] == similar_ids["other"]
+    assert edited.exit_code == 0, edited.output
+    assert f"updated {similar_ids['other']}" in edited.stdout
+    assert contents(library) == {"Fact first", "Fact second", "Fact other, edited"}
+    assert run("facts", "rm", prefix, "--yes").exit_code == 0
+    assert contents(library) == {"Fact first", "Fact second"}
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("facts", "show", "abcd"),
+        ("facts", "edit", "fact_abcd12", "--content", "x y"),
+        ("facts", "rm", "abcd1", "--yes"),
+    ],
+)
+def test_an_ambiguous_fact_id_prefix_is_refused_with_the_candidates(
+    run: Any, library: MemoryManager, similar_ids: dict[str, str], args: tuple[str, ...]
+) -> None:
+    before = library.get_memory()
+
+    plain = run(*args)
+    as_json = run(*args, "--json")
+
+    assert plain.exit_code == 2, plain.output
+    assert "ambiguous" in plain.stderr
+    assert similar_ids["first"] in plain.stderr
+    assert similar_ids["second"] in plain.stderr
+    assert similar_ids["other"] not in plain.stderr
+    assert len(plain.stderr.strip().splitlines()) == 1
+    assert json.loads(as_json.stdout)["error"] == "ambiguous_id"
+    assert library.get_memory() == before
+
+
+def test_a_prefix_shorter_than_four_characters_is_not_looked_up(
+    run: Any, similar_ids: dict[str, str]
+) -> None:
+    result = run("facts", "show", "9f0", "--json")
+    assert result.exit_code == 3
+    assert json.loads(result.stdout)["error"] == "fact_not_found"
+    assert run("facts", "edit", "9f0", "--content", "x y").exit_code == 2, "malformed id"
+
+
+def test_revert_takes_a_unique_change_id_prefix_from_any_bucket(
+    run: Any, library: MemoryManager
+) -> None:
+    fact_id = add(library, "Reviews Go code", agent="reviewer")
+    library.delete_fact(fact_id, agent_name="reviewer")
+    change_id = library.get_history(agent_name="reviewer")[0]["change_id"]
+    prefix = change_id.removeprefix("chg_")[:8]
+
+    result = run("revert", prefix, "--yes", "--json")
+
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["reverts"] == change_id
+    assert contents(library, "reviewer") == {"Reviews Go code"}
+
+
+def test_history_shows_what_each_change_did(run: Any, library: MemoryManager) -> None:
+    fact_id = add(library, "Uses vim", category="preference", confidence=0.6)
+    library.update_fact(fact_id, "Uses neovim", confidence=0.9)
+    library.import_memory(
+        summaries(workContext="Platform team") | {"facts": library.get_memory()["facts"]}
+    )
+
+    shown = run("history").stdout
+
+    assert "Added: Uses vim" in shown
+    assert "Changed: Uses vim → Uses neovim; confidence 0.6 → 0.9" in shown
+    assert "Summary user.workContext: (empty) → Platform team" in shown
+    assert "update_fact 1→1" not in shown
+
+
+def test_piped_output_is_neither_wrapped_nor_padded(
+    config_file: Path, library: MemoryManager, tmp_path: Path
+) -> None:
+    """A real process writing to a file: Rich must not assume an 80-column terminal."""
+    long_content = "Prefers " + "very " * 40 + "long facts"
+    add(library, long_content)
+    add(library, "Uses vim")
+    out, err = tmp_path / "out.txt", tmp_path / "err.txt"
+    base = [sys.executable, "-m", "deerflow", "memory"]
+    with out.open("wb") as stdout:
+        for args in (["show"], ["facts", "list"], ["history"]):
+            subprocess.run([*base, *args, "-c", str(config_file)], stdout=stdout, check=True)
+    with err.open("wb") as stderr:
+        bad = [*base, "facts", "add", long_content, "--category", "gossip", "-c", str(config_file)]
+        assert (
+            subprocess.run(bad, stderr=stderr, env=os.environ | {"COLUMNS": "80"}).returncode == 2
+        )
+
+    lines = out.read_text(encoding="utf-8").splitlines()
+    assert sum(long_content in line for line in lines) == 3, "each row on one line"
+    assert not [line for line in lines if line != line.rstrip()], "no trailing spaces"
+    assert len(err.read_text(encoding="utf-8").splitlines()) == 1

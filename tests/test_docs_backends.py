@@ -81,6 +81,7 @@ OPTIONAL_CALLS: dict[str, tuple[tuple[Any, ...], dict[str, Any]]] = {
     "delete_fact": (("fact_1",), {}),
     "get_history": ((), {}),
     "revert_change": (("change_1",), {}),
+    "update_summary": (("user", "workContext", "x"), {}),
 }
 
 

@@ -271,6 +271,35 @@ def test_secret_looking_content_is_refused_on_every_write_path(
     with pytest.raises(ValueError, match=r"facts\[0\]\.content: refused"):
         manager.import_memory({"facts": [{"content": content}]}, user_id="u")
     assert [f["content"] for f in manager.get_memory(user_id="u")["facts"]] == ["harmless"]
+    with pytest.raises(ValueError, match=r"user\.workContext: refused"):
+        manager.update_summary("user", "workContext", content, user_id="u")
+    assert manager.get_memory(user_id="u")["user"]["workContext"]["summary"] == ""
+
+
+def test_a_summary_edit_is_recorded_and_reverted(tmp_path: Path) -> None:
+    manager = make(tmp_path)
+    manager.update_summary("user", "workContext", "Data engineer", user_id="u")
+    revision = manager.get_memory(user_id="u")["revision"]
+
+    document = manager.update_summary(
+        "user", "workContext", "  Platform lead\r\non Kafka  ", user_id="u", agent_name="coder"
+    )
+
+    assert document["user"]["workContext"]["summary"] == "Platform lead\non Kafka"
+    assert document["revision"] == revision + 1
+    assert make(tmp_path).get_memory(user_id="u")["user"]["workContext"]["summary"] == (
+        "Platform lead\non Kafka"
+    ), "stored, not cached"
+    entry = manager.get_history(user_id="u", agent_name="coder", limit=1)[0]
+    assert (entry["actor"], entry["reason"]) == ("manual", "update_summary user.workContext")
+    assert entry["before"]["summaries"] == {"user": {"workContext": "Data engineer"}}
+    assert entry["after"]["summaries"] == {"user": {"workContext": "Platform lead\non Kafka"}}
+    same = manager.update_summary("user", "workContext", "Platform lead\non Kafka", user_id="u")
+    assert same["revision"] == revision + 1, "an unchanged text is not a change"
+
+    manager.revert_change(entry["change_id"], user_id="u")
+
+    assert manager.get_memory(user_id="u")["user"]["workContext"]["summary"] == "Data engineer"
 
 
 def test_crud_validation_and_errors(tmp_path: Path) -> None:

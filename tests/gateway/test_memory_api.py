@@ -8,12 +8,14 @@ import json
 import zipfile
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, get_args
 
 import httpx
 import pytest
 from starlette import formparsers
 
+from deerflow.agents.memory.manager import SUMMARY_SECTIONS
+from deerflow.gateway.schemas import SummaryPart, SummarySection
 from tests.gateway.conftest import Serve, app_config
 from tests.gateway.live import LiveServer
 
@@ -470,3 +472,106 @@ def test_concurrent_edits_of_one_fact_end_in_one_of_them(
     final = contents(client)
     assert len(final) == 1
     assert final[0].startswith("Version ")
+
+
+# -- one fact --------------------------------------------------------------------------------------
+
+
+def test_one_fact_is_read_by_id(client: httpx.Client) -> None:
+    created = add(client)
+    add(client, agent="coder", content="Writes Rust", category="knowledge", confidence=0.8)
+
+    response = client.get(f"/api/memory/facts/{created['id']}")
+
+    assert response.status_code == 200, response.text
+    assert response.json() == created
+    assert response.json() == client.get("/api/memory").json()["facts"][0]
+    coder = client.get("/api/memory", params={"agent_name": "coder"}).json()["facts"][0]
+    other_bucket = client.get(f"/api/memory/facts/{coder['id']}")
+    expect_error(other_bucket, 404, "fact_not_found")
+    assert (
+        client.get(f"/api/memory/facts/{coder['id']}", params={"agent_name": "coder"}).json()
+        == coder
+    )
+
+
+def test_reading_a_missing_fact_is_a_typed_404(client: httpx.Client) -> None:
+    detail = expect_error(client.get("/api/memory/facts/fact_" + "0" * 32), 404, "fact_not_found")
+    assert "fact_" + "0" * 32 in detail
+    expect_error(
+        client.get("/api/memory/facts/fact_x", params={"agent_name": "../x"}), 400, "invalid_input"
+    )
+
+
+# -- summaries -------------------------------------------------------------------------------------
+
+
+def summary_url(part: str = "user", section: str = "workContext") -> str:
+    return f"/api/memory/summaries/{part}/{section}"
+
+
+def test_a_summary_section_is_edited_guarded_and_revertible(client: httpx.Client) -> None:
+    add(client, "coder", content="Writes Rust")
+    revision = client.get("/api/memory").json()["revision"]
+
+    response = client.put(
+        summary_url(),
+        json={"text": "Data engineer on the logistics platform"},
+        params={"agent_name": "coder", "expected_revision": revision},
+    )
+
+    assert response.status_code == 200, response.text
+    document = response.json()
+    assert document["user"]["workContext"]["summary"] == "Data engineer on the logistics platform"
+    assert document["revision"] == revision + 1
+    assert [f["content"] for f in document["facts"]] == ["Writes Rust"], "the bucket asked for"
+    assert client.get("/api/memory").json()["user"]["workContext"]["summary"] == (
+        "Data engineer on the logistics platform"
+    )
+    stale = client.put(
+        summary_url(), json={"text": "Overwrites"}, params={"expected_revision": revision}
+    )
+    expect_error(stale, 409, "conflict")
+    assert client.get("/api/memory").json()["user"]["workContext"]["summary"] == (
+        "Data engineer on the logistics platform"
+    )
+
+    change = client.get("/api/memory/history").json()["changes"][0]
+    assert change["reason"] == "update_summary user.workContext"
+    reverted = client.post(f"/api/memory/history/{change['change_id']}/revert")
+    assert reverted.status_code == 200, reverted.text
+    assert client.get("/api/memory").json()["user"]["workContext"]["summary"] == ""
+    assert client.put(summary_url("history", "recentMonths"), json={"text": ""}).status_code == 200
+
+
+@pytest.mark.parametrize(
+    ("url", "body", "status", "code"),
+    [
+        (summary_url("user", "recentMonths"), {"text": "x y"}, 400, "invalid_input"),
+        (summary_url("users", "workContext"), {"text": "x y"}, 422, "validation_error"),
+        (summary_url("user", "hobbies"), {"text": "x y"}, 422, "validation_error"),
+        (summary_url(), {"text": "api_key=sk-proj-4fG7hK2mN9pQ3rS8tV1wX6yZ"}, 400, "invalid_input"),
+        (summary_url(), {"text": "bell \u0007 here"}, 400, "invalid_input"),
+        (summary_url(), {"text": "x" * 10_001}, 422, "validation_error"),
+        (summary_url(), {"summary": "x y"}, 422, "validation_error"),
+    ],
+)
+def test_bad_summary_edits_are_refused_and_change_nothing(
+    client: httpx.Client, url: str, body: dict[str, Any], status: int, code: str
+) -> None:
+    before = client.get("/api/memory").json()
+    detail = expect_error(client.put(url, json=body), status, code)
+    assert "4fG7hK2mN9pQ3rS8" not in detail
+    assert client.get("/api/memory").json() == before
+
+
+def test_the_summary_route_names_match_the_contract() -> None:
+    assert get_args(SummaryPart) == tuple(SUMMARY_SECTIONS)
+    assert get_args(SummarySection) == sum(SUMMARY_SECTIONS.values(), ())
+
+
+def test_summary_editing_is_501_on_a_backend_without_it(serve: Serve, tmp_path: Path) -> None:
+    server = serve(app_config(tmp_path, manager_class="noop"))
+    with httpx.Client(base_url=server.base_url) as http:
+        expect_error(http.put(summary_url(), json={"text": "x y"}), 501, "unsupported")
+        assert http.get("/api/memory/status").json()["supports"]["update_summary"] is False

@@ -96,12 +96,8 @@ class PageWatch:
 
 
 @contextmanager
-def watched_page(browser: Browser, base_url: str) -> Iterator[Page]:
-    """The page in a fresh browser context, once its first load has finished.
-
-    Leaving fails the test if a script error happened or the page requested anything but the
-    gateway (the page must work with no internet: no CDN, no fonts from elsewhere).
-    """
+def watched_context(browser: Browser, base_url: str) -> Iterator[tuple[Page, PageWatch]]:
+    """A page in a fresh browser context on the gateway, and what it did wrong so far."""
     context = browser.new_context(
         base_url=base_url, viewport={"width": 1280, "height": 1000}, accept_downloads=True
     )
@@ -111,11 +107,22 @@ def watched_page(browser: Browser, base_url: str) -> Iterator[Page]:
     page.on("console", watch.console)
     page.on("pageerror", lambda error: watch.errors.append(str(error)))
     try:
+        yield page, watch
+    finally:
+        context.close()
+
+
+@contextmanager
+def watched_page(browser: Browser, base_url: str) -> Iterator[Page]:
+    """The page in a fresh browser context, once its first load has finished.
+
+    Leaving fails the test if a script error happened or the page requested anything but the
+    gateway (the page must work with no internet: no CDN, no fonts from elsewhere).
+    """
+    with watched_context(browser, base_url) as (page, watch):
         page.goto("/")
         page.wait_for_selector("body[data-ready=true]")
         yield page
-    finally:
-        context.close()
     watch.check()
 
 

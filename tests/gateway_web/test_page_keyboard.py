@@ -42,11 +42,17 @@ def test_tab_order_follows_the_page_with_a_visible_focus(
     gateway.add_fact("Prefers tea", "preference", 0.9)
     reload(page)
 
-    stops = [tab(page) for _ in range(23)]
+    stops = [tab(page) for _ in range(29)]
     assert [stop["name"] for stop in stops] == [
         "Skip to facts",
         "agent-input",
         "Open",
+        "Edit summary: Work context",
+        "Edit summary: Personal context",
+        "Edit summary: Top of mind",
+        "Edit summary: Recent months",
+        "Edit summary: Earlier context",
+        "Edit summary: Long-term background",
         "add-content",
         "add-category",
         "add-confidence",

@@ -6,11 +6,18 @@ import logging
 from typing import Annotated
 
 import typer
-from rich.console import Console
-from rich.logging import RichHandler
 
-from deerflow.cli import auth_cmd, chat_cmd, config_cmd, demo_cmd, mcp_cmd, memory_cmd, serve_cmd
-from deerflow.redaction import RedactingFilter, RedactingFormatter
+from deerflow.cli import (
+    auth_cmd,
+    chat_cmd,
+    config_cmd,
+    console,
+    demo_cmd,
+    mcp_cmd,
+    memory_cmd,
+    serve_cmd,
+)
+from deerflow.version import package_version
 
 app = typer.Typer(
     name="deerflow",
@@ -27,19 +34,31 @@ app.command(name="mcp")(mcp_cmd.mcp)
 app.command(name="serve")(serve_cmd.serve)
 
 
+def _print_version(wanted: bool) -> None:
+    if wanted:
+        typer.echo(f"deerflow {package_version()}")
+        raise typer.Exit()
+
+
 @app.callback()
 def _main(
     verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Log debug detail.")] = False,
+    version: Annotated[
+        bool,
+        typer.Option(
+            "--version",
+            help="Print the installed version and exit.",
+            callback=_print_version,
+            is_eager=True,
+        ),
+    ] = False,
 ) -> None:
     configure_logging(logging.DEBUG if verbose else logging.WARNING)
 
 
 def configure_logging(level: int) -> None:
-    """Log to stderr through Rich, with credentials masked in every record."""
-    handler = RichHandler(console=Console(stderr=True), show_path=False, rich_tracebacks=False)
-    handler.addFilter(RedactingFilter())
-    handler.setFormatter(RedactingFormatter("%(message)s"))
-    logging.basicConfig(level=level, handlers=[handler], force=True)
+    """Log to stderr, with credentials masked in every record (`console.log_handler`)."""
+    logging.basicConfig(level=level, handlers=[console.log_handler()], force=True)
 
 
 def main() -> None:

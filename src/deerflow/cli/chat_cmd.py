@@ -21,7 +21,8 @@ def chat(
     user: UserOption = DEFAULT_USER,
     thread: ThreadOption = None,
 ) -> None:
-    """Chat with the lead agent, or with a custom agent from {home}/agents/NAME/.
+    """Chat with the lead agent, or with a custom agent from $DEER_FLOW_HOME/agents/NAME/
+    (the runtime home defaults to ./.deer-flow).
 
     Type a message and press Enter; replies stream as they come. Commands: /memory,
     /forget FACT_ID, /new, /quit. On exit, what the conversation taught is saved to memory.

@@ -18,17 +18,28 @@ import typer
 from rich.markup import escape
 
 from deerflow.agents.memory.extensions import Auditable, MarkdownPortable, Migratable, Reindexable
-from deerflow.agents.memory.manager import FACT_CATEGORIES, MemoryUnsupportedError
+from deerflow.agents.memory.manager import (
+    FACT_CATEGORIES,
+    FactNotFoundError,
+    MemoryUnsupportedError,
+    validate_category,
+)
 from deerflow.cli import memory_render as render
+from deerflow.cli.ids import MIN_PREFIX, resolve_change_id, resolve_fact_id
 from deerflow.cli.memory_session import confirm, memory_session
 from deerflow.cli.options import AgentOption, ConfigOption, JsonOption, UserOption, YesOption
 
 app = typer.Typer(help="Inspect and manage stored memory.", no_args_is_help=True)
-facts_app = typer.Typer(help="Add, edit and remove single facts.", no_args_is_help=True)
+facts_app = typer.Typer(help="List, show, add, edit and remove single facts.", no_args_is_help=True)
 app.add_typer(facts_app, name="facts")
 
 DEFAULT_USER: Final = "default"
 CATEGORIES: Final = ", ".join(FACT_CATEGORIES)
+FACT_ID_HELP: Final = (
+    "{what}: its id, or a unique prefix of it (at least "
+    + str(MIN_PREFIX)
+    + " characters; `fact_` may be left out)."
+)
 
 
 # -- reading -------------------------------------------------------------------------------------
@@ -99,6 +110,56 @@ def _fact(document: dict[str, Any], fact_id: str | None) -> dict[str, Any] | Non
     return next((f for f in document.get("facts", []) if f["id"] == fact_id), None)
 
 
+@facts_app.command("list")
+def facts_list(
+    category: Annotated[
+        str | None, typer.Option("--category", help=f"Only facts of this category: {CATEGORIES}.")
+    ] = None,
+    limit: Annotated[
+        int | None, typer.Option("--limit", "-n", min=1, help="At most this many facts.")
+    ] = None,
+    config: ConfigOption = None,
+    user: UserOption = DEFAULT_USER,
+    agent: AgentOption = None,
+    json_output: JsonOption = False,
+) -> None:
+    """List the facts of one agent bucket, most confident first, then newest (`get_memory`)."""
+    with memory_session(config, json_output=json_output) as manager:
+        if category is not None:
+            validate_category(category)
+        document = manager.get_memory(user_id=user, agent_name=agent)
+    facts = [f for f in document.get("facts", []) if category in (None, f["category"])]
+    facts.sort(key=lambda f: str(f.get("updatedAt") or ""), reverse=True)
+    facts.sort(key=lambda f: float(f["confidence"]), reverse=True)  # stable: newest first on ties
+    facts = facts[:limit]
+    if json_output:
+        render.print_json(facts)
+    elif facts:
+        render.stdout().print(render.facts_table(facts))
+    else:
+        render.stdout().print("(no facts)")
+
+
+@facts_app.command("show")
+def facts_show(
+    fact_id: Annotated[str, typer.Argument(help=FACT_ID_HELP.format(what="The fact to show"))],
+    config: ConfigOption = None,
+    user: UserOption = DEFAULT_USER,
+    agent: AgentOption = None,
+    json_output: JsonOption = False,
+) -> None:
+    """Show one fact with every field the backend keeps for it (`get_memory`)."""
+    with memory_session(config, json_output=json_output) as manager:
+        fact_id = resolve_fact_id(manager, fact_id, user_id=user, agent_name=agent)
+        fact = _fact(manager.get_memory(user_id=user, agent_name=agent), fact_id)
+        if fact is None:
+            raise FactNotFoundError(fact_id)
+    if json_output:
+        render.print_json(fact)
+    else:
+        render.stdout().print(render.fact_view(fact))
+
+
 @facts_app.command("add")
 def facts_add(
     content: Annotated[str, typer.Argument(help="What to remember.")],
@@ -152,7 +213,7 @@ def _memory_or_none(manager: Any, user: str, agent: str | None) -> dict[str, Any
 
 @facts_app.command("edit")
 def facts_edit(
-    fact_id: Annotated[str, typer.Argument(help="The fact to change (fact_…).")],
+    fact_id: Annotated[str, typer.Argument(help=FACT_ID_HELP.format(what="The fact to change"))],
     content: Annotated[str | None, typer.Option("--content", help="New text.")] = None,
     category: Annotated[
         str | None, typer.Option("--category", help=f"New category: {CATEGORIES}.")
@@ -167,6 +228,7 @@ def facts_edit(
     with memory_session(config, json_output=json_output) as manager:
         if content is None and category is None and confidence is None:
             raise ValueError("nothing to change: pass --content, --category or --confidence")
+        fact_id = resolve_fact_id(manager, fact_id, user_id=user, agent_name=agent)
         document = manager.update_fact(
             fact_id, content, category, confidence, user_id=user, agent_name=agent
         )
@@ -178,7 +240,7 @@ def facts_edit(
 
 @facts_app.command("rm")
 def facts_rm(
-    fact_id: Annotated[str, typer.Argument(help="The fact to delete (fact_…).")],
+    fact_id: Annotated[str, typer.Argument(help=FACT_ID_HELP.format(what="The fact to delete"))],
     yes: YesOption = False,
     config: ConfigOption = None,
     user: UserOption = DEFAULT_USER,
@@ -187,6 +249,7 @@ def facts_rm(
 ) -> None:
     """Delete one fact (`delete_fact`); `memory revert` can bring it back."""
     with memory_session(config, json_output=json_output) as manager:
+        fact_id = resolve_fact_id(manager, fact_id, user_id=user, agent_name=agent)
         confirm(f"Delete {fact_id}?", yes=yes)
         manager.delete_fact(fact_id, user_id=user, agent_name=agent)
     if json_output:
@@ -293,7 +356,13 @@ def clear(
 
 @app.command()
 def revert(
-    change_id: Annotated[str, typer.Argument(help="A change id from `deerflow memory history`.")],
+    change_id: Annotated[
+        str,
+        typer.Argument(
+            help="A change id from `deerflow memory history`, or a unique prefix of one "
+            f"(at least {MIN_PREFIX} characters; `chg_` may be left out)."
+        ),
+    ],
     yes: YesOption = False,
     config: ConfigOption = None,
     user: UserOption = DEFAULT_USER,
@@ -301,6 +370,7 @@ def revert(
 ) -> None:
     """Undo one recorded change (`revert_change`); the undo is itself recorded."""
     with memory_session(config, json_output=json_output) as manager:
+        change_id = resolve_change_id(manager, change_id, user_id=user)
         confirm(f"Revert {change_id} of {user}?", yes=yes)
         entry = manager.revert_change(change_id, user_id=user)
     if json_output:

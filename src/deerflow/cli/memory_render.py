@@ -20,10 +20,14 @@ from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeEl
 from rich.table import Table
 from rich.text import Text
 
+from deerflow.cli.console import stderr, stdout
+
 __all__ = [
     "Adaptive",
     "audit_view",
+    "describe_change",
     "document_view",
+    "fact_view",
     "facts_table",
     "history_table",
     "migration_table",
@@ -33,6 +37,7 @@ __all__ = [
     "stdout",
 ]
 
+FACT_FIELDS: Final = ("id", "content", "category", "confidence", "createdAt", "updatedAt", "source")
 # Below this many columns, tables of facts and changes turn into one block per row.
 WIDE: Final = 110
 SUMMARY_LABELS: Final = {
@@ -43,16 +48,6 @@ SUMMARY_LABELS: Final = {
     ("history", "earlierContext"): "Earlier",
     ("history", "longTermBackground"): "Background",
 }
-
-
-# Lines are not wrapped at the terminal's width (80 columns when output is not a terminal): a
-# message stays one line for `grep` and for scripts reading stderr. Tables still fit the width.
-def stdout() -> Console:
-    return Console(highlight=False, soft_wrap=True)
-
-
-def stderr() -> Console:
-    return Console(stderr=True, highlight=False, soft_wrap=True)
 
 
 def print_json(value: Any) -> None:
@@ -135,24 +130,78 @@ def facts_table(facts: Sequence[Mapping[str, Any]], *, with_score: bool = False)
     return Adaptive(table, rows, WIDE)
 
 
+def fact_view(fact: Mapping[str, Any]) -> Table:
+    """Every field of one fact, one per line: the contract's fields first, then the backend's
+    own (lists and objects as JSON)."""
+    grid = Table.grid(padding=(0, 2))
+    grid.add_column(style="bold", no_wrap=True)
+    grid.add_column()
+    known = [key for key in FACT_FIELDS if key in fact]
+    for key in [*known, *sorted(set(fact) - set(known))]:
+        value = fact[key]
+        shown = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+        grid.add_row(key, Text(shown))
+    return grid
+
+
 def history_table(entries: Sequence[Mapping[str, Any]]) -> Adaptive:
-    """One row per change, newest first: what `revert` can undo."""
+    """One row per change, newest first (what `revert` can undo), with what it changed."""
     table = Table(box=box.SIMPLE_HEAD)
     _id_column(table, "change id", [str(entry["change_id"]) for entry in entries])
     table.add_column("at", no_wrap=True)
     table.add_column("actor")
-    table.add_column("facts before→after")
-    table.add_column("reason", overflow="fold", ratio=1)
+    table.add_column("reason")
+    table.add_column("changes", overflow="fold", ratio=1)
     rows = []
     for entry in entries:
-        before = len(entry["before"]["facts"])
-        after = len(entry["after"]["facts"])
-        sections = sum(len(s) for s in entry["after"]["summaries"].values())
-        facts = f"{before}→{after}" + (f" (+{sections} summaries)" if sections else "")
-        fields = [str(entry["change_id"]), _moment(entry.get("at")), str(entry["actor"]), facts]
-        table.add_row(*(Text(field) for field in fields), Text(str(entry["reason"])))
-        rows.append((fields, str(entry["reason"])))
+        fields = [
+            str(entry["change_id"]),
+            _moment(entry.get("at")),
+            str(entry["actor"]),
+            str(entry["reason"]),
+        ]
+        changes = "\n".join(describe_change(entry)) or "(nothing visible in this bucket)"
+        table.add_row(*(Text(field) for field in fields), Text(changes))
+        rows.append((fields, changes))
     return Adaptive(table, rows, WIDE)
+
+
+def describe_change(entry: Mapping[str, Any]) -> list[str]:
+    """One line per fact or summary section a change touched, as the web page words it:
+    `Added: …`, `Removed: …`, `Changed: old → new; confidence 0.5 → 0.9`."""
+    before_facts, before_summaries = _change_side(entry.get("before"))
+    after_facts, after_summaries = _change_side(entry.get("after"))
+    before = {str(fact["id"]): fact for fact in before_facts}
+    after = {str(fact["id"]): fact for fact in after_facts}
+    lines = []
+    for fact_id, old in before.items():
+        new = after.get(fact_id)
+        lines.append(f"Removed: {old['content']}" if new is None else _fact_change(old, new))
+    lines.extend(f"Added: {fact['content']}" for i, fact in after.items() if i not in before)
+    for part, sections in after_summaries.items():
+        for section, text in sections.items():
+            old_text = before_summaries.get(part, {}).get(section, "")
+            lines.append(f"Summary {part}.{section}: {old_text or '(empty)'} → {text or '(empty)'}")
+    return lines
+
+
+def _change_side(side: Any) -> tuple[list[Mapping[str, Any]], Mapping[str, Any]]:
+    """The facts and summary texts on one side of a change: DeerMem records
+    `{summaries, facts}`, a backend logging one fact per change records the fact (or None)."""
+    if not isinstance(side, Mapping):
+        return [], {}
+    if "facts" in side:
+        return list(side["facts"]), side.get("summaries") or {}
+    return [side], {}
+
+
+def _fact_change(old: Mapping[str, Any], new: Mapping[str, Any]) -> str:
+    same = old["content"] == new["content"]
+    parts = [str(new["content"]) if same else f"{old['content']} → {new['content']}"]
+    for key in ("category", "confidence"):
+        if old.get(key) != new.get(key):
+            parts.append(f"{key} {old.get(key)} → {new.get(key)}")
+    return "Changed: " + "; ".join(parts)
 
 
 def _id_column(table: Table, header: str, ids: Sequence[str]) -> None:

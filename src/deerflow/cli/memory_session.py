@@ -27,6 +27,7 @@ from deerflow.agents.memory.manager import (
     MemoryUnsupportedError,
 )
 from deerflow.cli import memory_render as render
+from deerflow.cli.ids import AmbiguousIdError
 from deerflow.config import ConfigError
 from deerflow.redaction import redact_text
 from deerflow.startup import build_checked, load_checked
@@ -65,6 +66,7 @@ ERROR_EXITS: Final[tuple[tuple[type[Exception], ErrorExit], ...]] = (
     (MemoryConflictError, ErrorExit(4, "conflict", "conflict")),
     (MemoryUnsupportedError, ErrorExit(5, "unsupported", None)),
     (MemoryCorruptionError, ErrorExit(6, "corruption", "stored memory is corrupt")),
+    (AmbiguousIdError, ErrorExit(2, "ambiguous_id", None)),
     (MemoryManagerError, ErrorExit(1, "memory_error", "memory error")),
     (ConfigError, ErrorExit(2, "invalid_config", "invalid configuration")),
     (ValueError, ErrorExit(2, "invalid_input", "invalid input")),

@@ -6,7 +6,10 @@ from pathlib import Path
 from typing import Final
 
 from fastapi import FastAPI
+from fastapi.openapi.docs import get_redoc_html
+from fastapi.responses import HTMLResponse
 from fastapi.staticfiles import StaticFiles
+from fastapi_offline import FastAPIOffline
 from starlette.routing import Match, Mount
 from starlette.types import Scope
 
@@ -17,10 +20,13 @@ from deerflow.gateway.chat_routes import ChatAgents
 from deerflow.gateway.errors import install_error_handlers
 from deerflow.gateway.lifecycle import GatewayState, health_router, lifespan
 from deerflow.gateway.tokens import TokenStore, tokens_path
+from deerflow.version import package_version
 
 __all__ = ["STATIC_DIR", "create_app"]
 
 STATIC_DIR: Final = Path(__file__).parent / "static"
+DOCS_ASSETS: Final = "/docs-assets"
+FAVICON: Final = "/favicon.ico"
 
 DESCRIPTION: Final = """\
 The memory of DeerFlow over HTTP. Every memory route acts on the caller's own memory: the user
@@ -52,12 +58,18 @@ def create_app(
     if config.auth.mode == "token":
         tokens = TokenStore(tokens_path(home))
         tokens.records()  # a broken token file stops startup, not the first request
-    app = FastAPI(
+    # Swagger UI (/docs) and ReDoc (/redoc) from the files fastapi-offline ships, not a CDN: the
+    # gateway often runs where the internet is not reachable.
+    app = FastAPIOffline(
         title="DeerFlow Memory",
-        version="0.1.0",
+        version=package_version(),
         description=DESCRIPTION,
         lifespan=lifespan,
+        static_url=DOCS_ASSETS,
+        favicon_url=FAVICON,
+        redoc_url=None,
     )
+    app.get("/redoc", include_in_schema=False)(redoc_page)
     app.state.gateway = GatewayState(config=config, home=home, tokens=tokens, manager=manager)
     app.state.chat_agents = ChatAgents()
     install_error_handlers(app)
@@ -69,6 +81,20 @@ def create_app(
         PageMount("/", StaticFiles(directory=STATIC_DIR, html=True, check_dir=False), name="page")
     )
     return app
+
+
+async def redoc_page() -> HTMLResponse:
+    """ReDoc from the local files. Its sidebar shows a logo from the ReDoc CDN: the page's
+    policy keeps images local, so no request leaves the machine (the logo hides itself)."""
+    page = get_redoc_html(
+        openapi_url="/openapi.json",
+        title="DeerFlow Memory - ReDoc",
+        redoc_js_url=f"{DOCS_ASSETS}/redoc.standalone.js",
+        redoc_favicon_url=FAVICON,
+        with_google_fonts=False,
+    )
+    page.headers["Content-Security-Policy"] = "img-src 'self' data:"
+    return page
 
 
 class PageMount(Mount):

@@ -17,6 +17,7 @@ from deerflow.agents.custom_agents import list_agents
 from deerflow.agents.memory.extensions import AgentListing, MarkdownPortable
 from deerflow.agents.memory.manager import (
     OPTIONAL_OPERATIONS,
+    FactNotFoundError,
     MemoryConflictError,
     MemoryManager,
     MemoryUnsupportedError,
@@ -36,6 +37,9 @@ from deerflow.gateway.schemas import (
     MergedFact,
     SearchResults,
     Status,
+    SummaryPart,
+    SummarySection,
+    SummaryUpdate,
     error_responses,
 )
 from deerflow.redaction import redact
@@ -120,6 +124,21 @@ async def reload_memory(manager: Manager, user: CurrentUser, agent_name: AgentNa
     except MemoryUnsupportedError:  # SPEC §7: a backend without caches is simply read again
         document = await manager.aget_memory(user_id=user, agent_name=agent_name)
     return JSONResponse(document)
+
+
+@router.get(
+    "/facts/{fact_id}",
+    summary="One fact of the bucket, with every field the backend returns for it",
+    response_model=Fact,
+    responses=error_responses(400, 404, 501),
+)
+async def get_fact(
+    fact_id: FactId, manager: Manager, user: CurrentUser, agent_name: AgentName = None
+) -> Any:
+    fact = _fact(await manager.aget_memory(user_id=user, agent_name=agent_name), fact_id)
+    if fact is None:
+        raise FactNotFoundError(fact_id)
+    return JSONResponse(fact)
 
 
 @router.get(
@@ -226,6 +245,35 @@ async def delete_fact(
     await _require_revision(manager, user, agent_name, expected_revision)
     await manager.adelete_fact(fact_id, user_id=user, agent_name=agent_name)
     return JSONResponse({"deleted": fact_id})
+
+
+@router.put(
+    "/summaries/{part}/{section}",
+    summary="Replace the text of one summary section of the user (revertible)",
+    response_model=MemoryDocument,
+    responses=error_responses(400, 409, 501),
+)
+async def update_summary(
+    part: Annotated[SummaryPart, PathParam(examples=["user"])],
+    section: Annotated[
+        SummarySection,
+        PathParam(description="A section of `part` (else 400).", examples=["workContext"]),
+    ],
+    body: SummaryUpdate,
+    manager: Manager,
+    user: CurrentUser,
+    agent_name: AgentName = None,
+    expected_revision: ExpectedRevision = None,
+) -> Any:
+    document = await manager.aupdate_summary(
+        part,
+        section,
+        body.text,
+        user_id=user,
+        agent_name=agent_name,
+        expected_revision=expected_revision,
+    )
+    return JSONResponse(document)
 
 
 @router.delete(

@@ -26,10 +26,23 @@ __all__ = [
     "MergedFact",
     "SearchResults",
     "Status",
+    "SummaryPart",
+    "SummarySection",
+    "SummaryUpdate",
     "error_responses",
 ]
 
 Category = Literal[FACT_CATEGORIES]  # type: ignore[valid-type]  # a tuple of literals
+# The names of `SUMMARY_SECTIONS`, spelled out so that they are types (a test keeps them equal).
+SummaryPart = Literal["user", "history"]
+SummarySection = Literal[
+    "workContext",
+    "personalContext",
+    "topOfMind",
+    "recentMonths",
+    "earlierContext",
+    "longTermBackground",
+]
 
 _STAMP: Final = "2026-03-01T09:30:00Z"
 FACT_EXAMPLE: Final[dict[str, Any]] = {
@@ -146,6 +159,17 @@ class FactPatch(BaseModel):
         if self.content is None and self.category is None and self.confidence is None:
             raise ValueError("nothing to change: send content, category or confidence")
         return self
+
+
+class SummaryUpdate(BaseModel):
+    """The new text of one summary section; empty text empties the section."""
+
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={"examples": [{"text": "Data engineer on the logistics platform"}]},
+    )
+
+    text: str = Field(max_length=10_000)
 
 
 class MergedFact(BaseModel):

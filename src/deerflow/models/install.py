@@ -25,10 +25,10 @@ from pathlib import Path
 from typing import Final
 
 from deerflow.models.local import LOCAL_EXTRA_MODULES
+from deerflow.version import DISTRIBUTION
 
 __all__ = ["LocalInstallError", "ensure_local_extra", "install_command", "local_extra_installed"]
 
-DISTRIBUTION: Final = "deerflow-memory"
 HEARTBEAT_SECONDS: Final = 30.0
 # The build setting pyproject.toml gives uv sync, repeated for installs outside the project.
 _PORTABLE_BUILD: Final = "llama-cpp-python:cmake.args=-DGGML_NATIVE=OFF"

@@ -240,6 +240,27 @@ class MemoryManager(BaseModel, ABC):
         """
         raise self._unsupported("delete_fact")
 
+    def update_summary(
+        self,
+        part: str,
+        section: str,
+        text: str,
+        *,
+        user_id: str | None = None,
+        agent_name: str | None = None,
+        expected_revision: int | None = None,
+    ) -> dict[str, Any]:
+        """Replace the text of one summary section of the user (`"user"`, `"workContext"`);
+        `""` empties it. Return the document, with the facts of `agent_name`'s bucket.
+
+        Raises:
+            ValueError: an unknown part or section; text that breaks the content rules or
+                looks like a credential.
+            MemoryConflictError: `expected_revision` is given and the memory is at another
+                revision; nothing is written.
+        """
+        raise self._unsupported("update_summary")
+
     def get_history(
         self, *, user_id: str | None = None, agent_name: str | None = None, limit: int = 100
     ) -> list[dict[str, Any]]:
@@ -398,6 +419,26 @@ class MemoryManager(BaseModel, ABC):
     ) -> dict[str, Any]:
         return await _in_thread(self.delete_fact, fact_id, user_id=user_id, agent_name=agent_name)
 
+    async def aupdate_summary(
+        self,
+        part: str,
+        section: str,
+        text: str,
+        *,
+        user_id: str | None = None,
+        agent_name: str | None = None,
+        expected_revision: int | None = None,
+    ) -> dict[str, Any]:
+        return await _in_thread(
+            self.update_summary,
+            part,
+            section,
+            text,
+            user_id=user_id,
+            agent_name=agent_name,
+            expected_revision=expected_revision,
+        )
+
     async def aget_history(
         self, *, user_id: str | None = None, agent_name: str | None = None, limit: int = 100
     ) -> list[dict[str, Any]]:
@@ -437,6 +478,7 @@ OPTIONAL_OPERATIONS: Final = (
     "create_fact",
     "update_fact",
     "delete_fact",
+    "update_summary",
     "get_history",
     "revert_change",
 )

@@ -19,6 +19,7 @@ __all__ = [
     "FACT_CATEGORIES",
     "HISTORY_SECTIONS",
     "MAX_TEXT_CHARS",
+    "SUMMARY_SECTIONS",
     "USER_SECTIONS",
     "Fact",
     "MemoryDocument",
@@ -30,6 +31,7 @@ __all__ = [
     "validate_category",
     "validate_confidence",
     "validate_content",
+    "validate_summary_section",
 ]
 
 FACT_CATEGORIES: Final = (
@@ -46,6 +48,7 @@ FACT_CATEGORIES: Final = (
 )
 USER_SECTIONS: Final = ("workContext", "personalContext", "topOfMind")
 HISTORY_SECTIONS: Final = ("recentMonths", "earlierContext", "longTermBackground")
+SUMMARY_SECTIONS: Final = {"user": USER_SECTIONS, "history": HISTORY_SECTIONS}
 DOCUMENT_VERSION: Final = "2.0"
 # The longest text one fact or one summary section may hold, for every writer: a fact is one
 # statement about the user, and everything stored is injected into prompts and kept in history.
@@ -174,3 +177,17 @@ def validate_confidence(confidence: Any) -> float:
     if math.isnan(value) or not 0.0 <= value <= 1.0:
         raise ValueError(f"confidence: must be between 0 and 1, got {confidence!r}")
     return value + 0.0  # -0.0 becomes 0.0, which is how it reads back
+
+
+def validate_summary_section(part: Any, section: Any) -> tuple[str, str]:
+    """Return `(part, section)` when they name a summary section, e.g. `user`, `workContext`.
+
+    Raises:
+        ValueError: naming the parts, or the part's sections.
+    """
+    if part not in SUMMARY_SECTIONS:
+        raise ValueError(f"part: {part!r} is not one of {', '.join(SUMMARY_SECTIONS)}")
+    if section not in SUMMARY_SECTIONS[part]:
+        sections = ", ".join(SUMMARY_SECTIONS[part])
+        raise ValueError(f"section: {section!r} is not a section of {part}: {sections}")
+    return str(part), str(section)

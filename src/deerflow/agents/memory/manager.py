@@ -24,6 +24,7 @@ from deerflow.agents.memory.conversation import (
 from deerflow.agents.memory.document import (
     FACT_CATEGORIES,
     MAX_TEXT_CHARS,
+    SUMMARY_SECTIONS,
     Fact,
     MemoryDocument,
     checked_text,
@@ -33,6 +34,7 @@ from deerflow.agents.memory.document import (
     validate_category,
     validate_confidence,
     validate_content,
+    validate_summary_section,
 )
 from deerflow.agents.memory.errors import (
     DuplicateFactError,
@@ -70,6 +72,7 @@ __all__ = [
     "FACT_CATEGORIES",
     "MAX_TEXT_CHARS",
     "OPTIONAL_OPERATIONS",
+    "SUMMARY_SECTIONS",
     "ConversationMessage",
     "DuplicateFactError",
     "Fact",
@@ -117,4 +120,5 @@ __all__ = [
     "validate_category",
     "validate_confidence",
     "validate_content",
+    "validate_summary_section",
 ]

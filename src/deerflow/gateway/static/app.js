@@ -6,28 +6,11 @@ import { el, replaceChildren, whileBusy } from "./dom.js";
 import { arrange, categoryOptions, focusFact, renderFacts } from "./facts.js";
 import { renderHistory } from "./history.js";
 import { OPERATIONS as OP, attempt, attemptAll, setHandlers, showNotice } from "./messages.js";
+import { focusSummary, renderSummaries } from "./summaries.js";
 import { exportMemory, importMemory } from "./transfer.js";
 
 const $ = (id) => document.getElementById(id);
 
-const SUMMARY_SECTIONS = {
-  user: {
-    title: "About the user",
-    sections: {
-      workContext: "Work context",
-      personalContext: "Personal context",
-      topOfMind: "Top of mind",
-    },
-  },
-  history: {
-    title: "Background",
-    sections: {
-      recentMonths: "Recent months",
-      earlierContext: "Earlier context",
-      longTermBackground: "Long-term background",
-    },
-  },
-};
 const SEARCH_LIMIT = 50;
 
 const state = {
@@ -112,25 +95,7 @@ function showSupport() {
 }
 
 function showSummaries(memory) {
-  const groups = Object.entries(SUMMARY_SECTIONS).map(([part, { title, sections }]) =>
-    el(
-      "div",
-      { class: "summary-group" },
-      el("h3", {}, title),
-      el(
-        "dl",
-        {},
-        ...Object.entries(sections).flatMap(([key, label]) => {
-          const text = memory[part]?.[key]?.summary ?? "";
-          return [
-            el("dt", {}, label),
-            el("dd", { class: text ? "" : "muted" }, text || "Nothing yet."),
-          ];
-        }),
-      ),
-    ),
-  );
-  replaceChildren($("summaries"), ...groups);
+  renderSummaries($("summaries"), memory, supports("update_summary") ? saveSummary : null);
 }
 
 function showFacts() {
@@ -164,7 +129,7 @@ function bucketLabel(agent) {
   return agent === null ? "the default bucket" : `agent ${agent}`;
 }
 
-// -- changing facts ---------------------------------------------------------------------------
+// -- changing facts and summaries -------------------------------------------------------------
 
 async function create(event) {
   event.preventDefault();
@@ -213,6 +178,17 @@ async function remove(fact) {
   showNotice("Fact deleted. To bring it back, revert the deletion in the history.");
   await afterChange();
   $("facts-heading").focus();
+}
+
+async function saveSummary(part, section, text) {
+  const path = `/api/memory/summaries/${part}/${section}`;
+  const done = await attempt(OP.summary, () =>
+    call("PUT", path, { query: guarded(), json: { text } }),
+  );
+  if (done === undefined) return;
+  showNotice("Summary saved.");
+  await afterChange();
+  focusSummary($("summaries"), part, section);
 }
 
 async function revert(entry) {

@@ -64,7 +64,10 @@ export function describeChange(entry) {
     if (!before.has(id)) lines.push(`Added: ${fact.content}`);
   }
   for (const [part, sections] of Object.entries(entry.after.summaries ?? {})) {
-    for (const section of Object.keys(sections)) lines.push(`Summary ${part}.${section} changed`);
+    for (const [section, text] of Object.entries(sections)) {
+      const old = entry.before.summaries?.[part]?.[section] ?? "";
+      lines.push(`Summary ${part}.${section}: ${old || "(empty)"} → ${text || "(empty)"}`);
+    }
   }
   return lines;
 }

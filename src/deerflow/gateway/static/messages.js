@@ -14,6 +14,7 @@ export const OPERATIONS = {
   create: { doing: "add the fact", feature: "adding facts" },
   update: { doing: "save the fact", feature: "editing facts" },
   delete: { doing: "delete the fact", feature: "deleting facts" },
+  summary: { doing: "save the summary", feature: "editing summaries" },
   search: { doing: "search", feature: "search" },
   history: { doing: "load the history", feature: "history" },
   revert: { doing: "revert the change", feature: "reverting changes" },

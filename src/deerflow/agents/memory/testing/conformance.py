@@ -30,6 +30,7 @@ from deerflow.agents.memory.document import (
 from deerflow.agents.memory.errors import (
     DuplicateFactError,
     FactNotFoundError,
+    MemoryConflictError,
     MemoryManagerError,
     MemoryUnsupportedError,
 )
@@ -100,6 +101,7 @@ def _probe(operation: str, user_id: str) -> tuple[tuple[Any, ...], dict[str, Any
         "update_fact": ("fact_0", "The user drinks black tea."),
         "delete_fact": ("fact_0",),
         "revert_change": ("change_0",),
+        "update_summary": ("user", "workContext", "Works on the data platform."),
     }
     return args.get(operation, ()), {"user_id": user_id}
 
@@ -748,6 +750,62 @@ class MemoryManagerConformanceTests(ABC):
         assert fact_id not in {fact["id"] for fact in self.facts(call, user_id)}
         with pytest.raises(FactNotFoundError):
             call("delete_fact", fact_id, user_id=user_id)
+
+    # -- optional: summaries ---------------------------------------------------------------------
+
+    def test_update_summary_replaces_one_section(
+        self, call: Call, user_id: str, token: str
+    ) -> None:
+        """`update_summary()` changes one section and nothing else; "" empties it; a stale
+        `expected_revision` writes nothing; unknown names and bad text are refused.
+
+        Troubleshooting: validate with `validate_summary_section` and the content rules
+        (`checked_text`), compare `expected_revision` with the revision inside the same write,
+        and count the write as one revision.
+        """
+        if self.unsupported(call, "update_summary", user_id):
+            return
+        self.require("get_memory")
+        text = f"Works on the {token} pipeline."
+        before = call("get_memory", user_id=user_id)
+        doc = call("update_summary", "user", "workContext", text, user_id=user_id)
+        _document_facts(doc)
+        after = call("get_memory", user_id=user_id)
+        assert doc["user"]["workContext"]["summary"] == text
+        assert after["user"]["workContext"]["summary"] == text
+        for part in ("user", "history"):
+            for section, value in before[part].items():
+                if (part, section) != ("user", "workContext"):
+                    assert after[part][section]["summary"] == value["summary"]
+        assert after["revision"] > before["revision"]
+
+        stale = before["revision"]
+        with pytest.raises(MemoryConflictError):
+            call(
+                "update_summary",
+                "user",
+                "workContext",
+                "x y",
+                user_id=user_id,
+                expected_revision=stale,
+            )
+        assert call("get_memory", user_id=user_id)["user"]["workContext"]["summary"] == text
+        emptied = call(
+            "update_summary",
+            "user",
+            "workContext",
+            "",
+            user_id=user_id,
+            expected_revision=after["revision"],
+        )
+        assert emptied["user"]["workContext"]["summary"] == ""
+        for part, section, bad_text, problem in (
+            ("users", "workContext", "x y", "part"),
+            ("user", "recentMonths", "x y", "section"),
+            ("history", "recentMonths", "bell \x07 here", "control character"),
+        ):
+            with pytest.raises(ValueError, match=problem):
+                call("update_summary", part, section, bad_text, user_id=user_id)
 
     # -- optional: history -----------------------------------------------------------------------
 

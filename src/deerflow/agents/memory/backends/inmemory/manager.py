@@ -26,11 +26,13 @@ from deerflow.agents.memory.base import MemoryManager, MemoryMode, parse_backend
 from deerflow.agents.memory.document import (
     HISTORY_SECTIONS,
     USER_SECTIONS,
+    checked_text,
     empty_document,
     utc_now,
     validate_category,
     validate_confidence,
     validate_content,
+    validate_summary_section,
 )
 from deerflow.agents.memory.errors import (
     DuplicateFactError,
@@ -350,6 +352,38 @@ class InMemoryMemoryManager(MemoryManager):
             old: list[_Change] = [(bucket, f, None) for f in state.buckets.get(bucket, {}).values()]
             self._commit(user_id, "import_memory", old + new)
             state.document.update(summaries)
+            return self._document(user_id, agent_name)
+
+    def update_summary(
+        self,
+        part: str,
+        section: str,
+        text: str,
+        *,
+        user_id: str | None = None,
+        agent_name: str | None = None,
+        expected_revision: int | None = None,
+    ) -> dict[str, Any]:
+        """Replace one summary section's text ("" empties it); a blank text counts as "".
+
+        Raises:
+            ValueError: unknown part or section, or text that breaks the content rules.
+            MemoryConflictError: the memory is not at `expected_revision`.
+        """
+        part, section = validate_summary_section(part, section)
+        if not isinstance(text, str):
+            raise ValueError(f"{part}.{section}: the summary must be text")
+        summary = checked_text(text) if text.strip() else ""
+        with self._lock:
+            state = self._state(user_id)
+            revision = state.document["revision"]
+            if expected_revision is not None and revision != expected_revision:
+                raise MemoryConflictError(
+                    f"the memory is at revision {revision}, not {expected_revision}"
+                )
+            if state.document[part][section]["summary"] != summary:
+                state.document[part][section] = {"summary": summary, "updatedAt": utc_now()}
+                self._commit(user_id, f"update_summary {part}.{section}", [])
             return self._document(user_id, agent_name)
 
     def revert_change(self, change_id: str, *, user_id: str | None = None) -> dict[str, Any]:

@@ -64,6 +64,7 @@ from deerflow.agents.memory.manager import (
     validate_category,
     validate_confidence,
     validate_content,
+    validate_summary_section,
 )
 
 if TYPE_CHECKING:
@@ -570,6 +571,41 @@ class DeerMemMemoryManager(MemoryManager):
             snapshot = self._storage.reload(user_id, agent_name)  # hand-added files go too
             changes = imported_changes(data, snapshot, max_facts=self._config.max_facts)
             self._commit(snapshot.user_id, changes)
+            return self.get_memory(user_id=user_id, agent_name=agent_name)
+
+        return self._retrying(user_id, attempt)
+
+    def update_summary(
+        self,
+        part: str,
+        section: str,
+        text: str,
+        *,
+        user_id: str | None = None,
+        agent_name: str | None = None,
+        expected_revision: int | None = None,
+    ) -> dict[str, Any]:
+        from deerflow.agents.memory.backends.deermem.deermem.imports import checked_summary
+
+        part, section = validate_summary_section(part, section)
+        if not isinstance(text, str):
+            raise ValueError(f"{part}.{section}: the summary must be text")
+        summary = checked_summary(text, f"{part}.{section}")
+
+        def attempt() -> dict[str, Any]:
+            snapshot = self._storage.load(user_id, agent_name)
+            if expected_revision is not None and snapshot.revision != expected_revision:
+                raise MemoryConflictError(
+                    f"the memory is at revision {snapshot.revision}, not {expected_revision}"
+                )
+            if snapshot.summaries[part][section]["summary"] != summary:
+                changes = ChangeSet(
+                    actor="manual",
+                    reason=f"update_summary {part}.{section}",
+                    summaries={part: {section: summary}},
+                    expected_revision=snapshot.revision,
+                )
+                self._commit(snapshot.user_id, changes)
             return self.get_memory(user_id=user_id, agent_name=agent_name)
 
         return self._retrying(user_id, attempt)
