@@ -9,7 +9,6 @@ their argument schemas and their JSON results are the same as in tool mode
 from __future__ import annotations
 
 import asyncio
-import importlib.metadata
 import json
 from typing import Any, Final
 
@@ -19,11 +18,11 @@ from mcp.server.stdio import stdio_server
 
 from deerflow.agents.memory.manager import MemoryManager
 from deerflow.agents.tools.memory_core import MEMORY_TOOL_SPECS, MemoryScope, call_memory_tool
+from deerflow.version import package_version
 
 __all__ = ["SERVER_NAME", "build_mcp_server", "serve_stdio"]
 
 SERVER_NAME: Final = "deerflow-memory"
-DISTRIBUTION: Final = "deerflow-memory"
 
 
 def build_mcp_server(manager: MemoryManager, scope: MemoryScope) -> Server[Any, Any]:
@@ -31,7 +30,7 @@ def build_mcp_server(manager: MemoryManager, scope: MemoryScope) -> Server[Any, 
     server: Server[Any, Any] = Server(
         SERVER_NAME,
         # The client shows it as the server's version (serverInfo.version), not the SDK's.
-        version=importlib.metadata.version(DISTRIBUTION),
+        version=package_version(),
         instructions=(
             f"Long-term memory about the user {scope.user_id!r}: search it before assuming "
             "something is unknown; add only durable facts; update rather than duplicate."
