@@ -54,7 +54,9 @@ class DeerMemConfig(BaseModel):
     retrieval_relevance_enabled: bool = False
     retrieval_relevance_weight: float = Field(default=0.5, ge=0, le=1)
     retrieval_diversity_weight: float = Field(default=0.0, ge=0, le=1)
-    retrieval_embeddings: bool = False
+    # Validated even when left unset: hybrid search is the default, so a missing numpy or
+    # model2vec must stop the start, not the first search.
+    retrieval_embeddings: bool = Field(default=True, validate_default=True)
     retrieval_semantic_weight: float = Field(default=0.5, ge=0, le=1)
     retrieval_thread_context: float = Field(default=0.0, ge=0, le=1)
 
@@ -64,8 +66,8 @@ class DeerMemConfig(BaseModel):
         missing = missing_modules() if value else []
         if missing:
             raise ValueError(
-                f"needs the `{EXTRA}` extra, which is not installed here (missing: "
-                f"{', '.join(missing)}): pip install 'deerflow-memory[{EXTRA}]', "
+                f"hybrid search (true by default) needs {', '.join(missing)}, part of the base "
+                f"install, missing here: reinstall with pip install 'deerflow-memory[{EXTRA}]', "
                 "or set it to false for lexical retrieval only"
             )
         return value
