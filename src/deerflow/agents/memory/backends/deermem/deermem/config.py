@@ -57,8 +57,8 @@ class DeerMemConfig(BaseModel):
     # Validated even when left unset: hybrid search is the default, so a missing numpy or
     # model2vec must stop the start, not the first search.
     retrieval_embeddings: bool = Field(default=True, validate_default=True)
-    retrieval_semantic_weight: float = Field(default=0.5, ge=0, le=1)
-    retrieval_thread_context: float = Field(default=0.0, ge=0, le=1)
+    retrieval_semantic_weight: float = Field(default=0.3, ge=0, le=1)
+    retrieval_thread_context: float = Field(default=0.5, ge=0, le=1)
 
     @field_validator("retrieval_embeddings")
     @classmethod
