@@ -35,7 +35,7 @@ class DeerMemConfig(BaseModel):
     fact_confidence_threshold: float = Field(default=0.7, ge=0, le=1)
     fact_dedup_enabled: bool = False
     fact_dedup_similarity_threshold: float = Field(default=0.7, gt=0, le=1)
-    fact_dedup_semantic_threshold: float = Field(default=0.95, gt=0, le=1)
+    fact_dedup_semantic_threshold: float = Field(default=0.83, gt=0, le=1)
     staleness_review_enabled: bool = False
     staleness_age_days: int = Field(default=90, ge=1, le=3650)
     staleness_min_candidates: int = Field(default=3, ge=1, le=50)
