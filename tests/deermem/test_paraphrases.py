@@ -62,3 +62,46 @@ def test_a_model_that_always_proposes_a_new_fact_is_caught_by_the_gate(tmp_path:
     paraphrases = sum(paraphrase for *_, paraphrase in cases)
     assert merged[False] == 0, "a look-alike control was merged"
     assert merged[True] / paraphrases >= 0.8
+
+
+STORED = (
+    "Lives in Lisbon",
+    "Works as a data engineer",
+    "Is allergic to peanuts",
+    "Drinks green tea every morning",
+    "Prefers dark mode in editors",
+    "Has a dog named Rex",
+    "Plays the guitar in a jazz band",
+    "Speaks fluent Portuguese",
+)
+
+
+def nearest_block(tmp_path: Path, **settings: Any) -> str | None:
+    """The <nearest_facts> block of the extraction prompt for a conversation about moving."""
+    ScriptedModel.prompts.clear()
+    model = ScriptedModel(responses=[reply()])
+    manager = DeerMemMemoryManager.from_config(
+        {"storage_path": str(tmp_path), **settings}, host_llm_factory=lambda: model
+    )
+    for text in STORED:
+        manager.create_fact(text, "context", 0.9, user_id="u")
+    said = [HumanMessage("These days I am based in Lisbon.", id="h"), AIMessage("Nice.", id="a")]
+    manager.add("t", said, user_id="u")
+    assert manager.shutdown_flush(10) is True
+    manager.close()
+    (prompt,) = ScriptedModel.prompts
+    human = str(prompt[-1].content)
+    if "<nearest_facts>" not in human:
+        return None
+    block = human.split("<nearest_facts>\n")[1].split("\n</nearest_facts>")[0]
+    assert human.index("</nearest_facts>") < human.index("<conversation>")  # beside it
+    return block
+
+
+def test_the_prompt_shows_the_stored_facts_nearest_to_the_conversation(tmp_path: Path) -> None:
+    block = nearest_block(tmp_path / "hybrid")
+    assert block is not None
+    lines = block.splitlines()
+    assert len(lines) == 5  # the nearest five of eight
+    assert lines[0].endswith("] Lives in Lisbon")
+    assert nearest_block(tmp_path / "lexical", retrieval_embeddings=False) is None
