@@ -1,11 +1,12 @@
 """One cold start, run by `deermem_bench` in a fresh interpreter: import, construct, answer.
 
-    python benchmarks/cold_start_child.py STORAGE_PATH USER_ID [--warm]
+    python benchmarks/cold_start_child.py STORAGE_PATH USER_ID [--warm] [--lexical]
 
 Prints one JSON line when the first `get_context` answer is ready: wall-clock `started` (taken
 as the first statement, for the parent to compare with when it launched this process) and the
 import / construct / warm / first get_context durations in ms. Imports nothing else, so the
-import time is the manager's own. `--warm` calls `warm()` (tokenizer load) before the answer.
+import time is the manager's own. `--warm` calls `warm()` (tokenizer and embedding model load)
+before the answer; `--lexical` sets `retrieval_embeddings: false`.
 """
 
 import time
@@ -23,7 +24,10 @@ def main() -> None:
     from deerflow.agents.memory.backends.deermem.deermem.manager import DeerMemMemoryManager
 
     t1 = time.perf_counter()
-    manager = DeerMemMemoryManager(backend_config={"storage_path": storage_path, "max_facts": 500})
+    config = {"storage_path": storage_path, "max_facts": 500}
+    if "--lexical" in sys.argv[3:]:
+        config["retrieval_embeddings"] = False
+    manager = DeerMemMemoryManager(backend_config=config)
     t2 = time.perf_counter()
     if warm:
         manager.warm()

@@ -118,7 +118,7 @@ class Plan:
     long_adds: int  # ... each grown by one turn per timed add(), this many times
     extraction_items: int  # queued items processed one by one with the scripted model
     extraction_prefill: int  # facts the extracting user holds before the first item
-    embeddings: bool = False  # `--embeddings`: every manager runs with retrieval_embeddings
+    lexical: bool = False  # `--lexical`: every manager runs with `retrieval_embeddings: false`
 
 
 FULL = Plan(
@@ -227,8 +227,8 @@ def instrument(manager: DeerMemMemoryManager) -> Spent:
 
 def manager_config(root: Path, plan: Plan, max_facts: int = 500) -> dict[str, Any]:
     config: dict[str, Any] = {"storage_path": str(root), "max_facts": max_facts}
-    if plan.embeddings:
-        config["retrieval_embeddings"] = True
+    if plan.lexical:
+        config["retrieval_embeddings"] = False
     return config
 
 
@@ -623,10 +623,9 @@ def child_env(root: Path) -> dict[str, str]:
     return env
 
 
-def cold_start_once(root: Path, user: str, warm: bool) -> dict[str, Any]:
+def cold_start_once(root: Path, user: str, warm: bool, lexical: bool) -> dict[str, Any]:
     command = [sys.executable, str(HERE / "cold_start_child.py"), str(root), user]
-    if warm:
-        command.append("--warm")
+    command += ["--warm"] * warm + ["--lexical"] * lexical
     launched = time.time()
     with subprocess.Popen(command, stdout=subprocess.PIPE, text=True, env=child_env(root)) as child:
         assert child.stdout is not None
@@ -689,8 +688,12 @@ def bench_cold_start(plan: Plan, root: Path, log: Log) -> dict[str, Any]:
     parts = ("interpreter_ms", "import_ms", "construct_ms", "warm_ms", "first_get_context_ms")
     for size in plan.context_sizes:
         for warm in (False, True):
-            cold_start_once(root, f"ctx{size}", warm)  # throw-away: .pyc, page cache, kept records
-            runs = [cold_start_once(root, f"ctx{size}", warm) for _ in range(plan.cold_runs)]
+            # A throw-away start first: .pyc, page cache, kept records.
+            cold_start_once(root, f"ctx{size}", warm, plan.lexical)
+            runs = [
+                cold_start_once(root, f"ctx{size}", warm, plan.lexical)
+                for _ in range(plan.cold_runs)
+            ]
             totals = [run["total_ms"] for run in runs]
             result.setdefault("runs", {})[f"{size}{'/warm' if warm else ''}"] = {
                 "total": summarize(totals),
@@ -981,7 +984,7 @@ def bench_extraction(plan: Plan, root: Path, log: Log) -> dict[str, Any]:
 def reindex_child(root: Path, plan: Plan) -> dict[str, Any]:
     """Full reindex in a fresh process; stderr is passed through (a progress bar on a terminal)."""
     start = time.perf_counter()
-    flags = ["--embeddings"] if plan.embeddings else []
+    flags = ["--lexical"] if plan.lexical else []
     child = subprocess.run(
         [sys.executable, str(HERE / "reindex_child.py"), str(root), *flags],
         stdout=subprocess.PIPE,
@@ -1300,15 +1303,15 @@ def main(argv: list[str] | None = None) -> None:
         help=f"run only this part; repeatable; one of: {', '.join(PARTS)}",
     )
     parser.add_argument(
-        "--embeddings",
+        "--lexical",
         action="store_true",
-        help="run every manager with retrieval_embeddings (hybrid search; needs the extra)",
+        help="run every manager with retrieval_embeddings: false (lexical search only)",
     )
     args = parser.parse_args(argv)
     parts = frozenset(args.only or PARTS)
     if args.png and parts != set(PARTS):
         parser.error("--png draws every part: it cannot be combined with --only")
-    plan = replace(QUICK if args.quick else FULL, embeddings=args.embeddings)
+    plan = replace(QUICK if args.quick else FULL, lexical=args.lexical)
     log = Log()
     with workspace(args.workdir, args.keep) as workdir:
         log(f"{'quick' if plan.quick else 'full'} run of {', '.join(sorted(parts))} in {workdir}")

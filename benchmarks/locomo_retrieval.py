@@ -19,19 +19,22 @@ extracted from that session), and each is searched by three methods:
 
 * `lexical`: the index without a model, DeerMem's default;
 * `hybrid`: with the shipped embedding model (`retrieval_embeddings: true`), fused with the
-  default `retrieval_semantic_weight` of 0.5;
+  default `retrieval_semantic_weight` (0.3), without thread context;
 * `semantic`: the same index with semantic weight 1.0, the model's ranking alone.
 
 Each fact also records its session as its conversation thread and, as the time it was written,
 the session's date plus one second per turn (an observation: per turn it cites), as DeerMem
 records `source.threadId` and `createdAt` for a fact extracted from a conversation. The
 `+thread` rows search with `retrieval_thread_context` (0.25 and 0.5): each hit lends part of its
-score to the facts written next to it in its thread (`deermem/threads.py`).
+score to the facts written next to it in its thread (`deermem/threads.py`). The `default` row is
+DeerMem's default settings: hybrid, with the default thread context (0.5); `--png` draws its
+recall@10 per category.
 
 The dataset (CC BY-NC 4.0) is read at run time from `DEERFLOW_LOCOMO` or
 `<repo>/../shared/datasets/locomo10.json` and never copied; without it the benchmark exits 0 with a
 message. Without the `embeddings` extra only the lexical rows run. Usage:
-`uv run python -m benchmarks.locomo_retrieval [--json PATH] [--conversations N]`.
+`uv run --group bench python -m benchmarks.locomo_retrieval [--json PATH] [--png PATH]
+[--conversations N]`.
 """
 
 from __future__ import annotations
@@ -80,6 +83,8 @@ CONFIDENCE: Final = 1.0
 UPDATED_AT: Final = "2026-01-01T00:00:00+00:00"
 NOW: Final = datetime(2026, 1, 1, tzinfo=UTC)
 SEMANTIC_WEIGHT: Final = DeerMemConfig.model_fields["retrieval_semantic_weight"].default
+THREAD_CONTEXT: Final = DeerMemConfig.model_fields["retrieval_thread_context"].default
+GOAL: Final = 0.75  # recall@10 per category that DeerMem's defaults aim for
 REFERENCE: Final = "fts5 bm25() reference"  # `fts5_reference`: not a DeerMem method
 THREAD_CONTEXTS: Final = (0.25, 0.5)  # `retrieval_thread_context` of the `+thread` rows
 
@@ -428,6 +433,10 @@ def run(path: Path, conversations: int | None, workdir: Path) -> dict[str, Any]:
                 for share in THREAD_CONTEXTS:
                     rank = searcher(index, semantic_weight=SEMANTIC_WEIGHT, thread_context=share)
                     methods[f"hybrid+thread {share}"] = evaluate(rank, corpus, documents)
+                rank = searcher(
+                    index, semantic_weight=SEMANTIC_WEIGHT, thread_context=THREAD_CONTEXT
+                )
+                methods["default"] = evaluate(rank, corpus, documents)
             finally:
                 index.close()
     return {
@@ -448,6 +457,7 @@ def run(path: Path, conversations: int | None, workdir: Path) -> dict[str, Any]:
             "embedding_model": None if model is None else MODEL_NAME,
             "embedding_model_load_seconds": model_load_s,
             "semantic_weight": SEMANTIC_WEIGHT,
+            "default_thread_context": THREAD_CONTEXT,
             "candidates_per_ranking": CANDIDATES,
             "thread_contexts": list(THREAD_CONTEXTS),
         },
@@ -514,9 +524,45 @@ def print_tables(results: dict[str, Any]) -> None:
     )
 
 
+def plot(results: dict[str, Any], path: Path) -> None:
+    """Recall@10 of DeerMem's defaults per category and overall, one group of bars per document
+    set, with the goal as a line (needs matplotlib, in the `bench` group)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    sets = [name for name, methods in results["runs"].items() if "default" in methods]
+    groups = [*(str(c) for c in CATEGORIES), "all"]
+    labels = [*(f"{c} {name}" for c, name in CATEGORIES.items()), "all"]
+    figure, axes = plt.subplots(figsize=(9, 4.5))
+    width = 0.8 / max(len(sets), 1)
+    for i, name in enumerate(sets):
+        measured = results["runs"][name]["default"]
+        values = [
+            measured["all"]["R@10"]
+            if g == "all"
+            else measured["by_category"].get(g, {}).get("R@10", 0)
+            for g in groups
+        ]
+        axes.bar([x + i * width for x in range(len(groups))], values, width, label=name)
+    axes.axhline(GOAL, color="black", linestyle="--", linewidth=1, label=f"goal {GOAL}")
+    axes.set_xticks([x + width * (len(sets) - 1) / 2 for x in range(len(groups))], labels)
+    axes.set_ylim(0, 1)
+    axes.set_ylabel("evidence recall@10")
+    conversations = results["dataset"]["conversations"]
+    axes.set_title(f"LoCoMo, DeerMem default settings ({conversations} conversations)")
+    axes.legend(fontsize="small", loc="upper left")
+    figure.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    figure.savefig(path, dpi=110)
+    plt.close(figure)
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n")[0])
     parser.add_argument("--json", type=Path, default=DEFAULT_JSON, help="write the numbers here")
+    parser.add_argument("--png", type=Path, help="draw the default's recall here (matplotlib)")
     parser.add_argument("--conversations", type=int, help="only the first N conversations")
     args = parser.parse_args(argv)
     path = dataset_path()
@@ -538,6 +584,8 @@ def main(argv: list[str] | None = None) -> None:
     print_tables(results)
     args.json.parent.mkdir(parents=True, exist_ok=True)
     args.json.write_text(json.dumps(results, indent=1) + "\n")
+    if args.png:
+        plot(results, args.png)
 
 
 if __name__ == "__main__":

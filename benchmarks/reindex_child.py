@@ -1,6 +1,6 @@
 """A full `reindex` in a fresh process, run by `deermem_bench`: wall time and peak RSS.
 
-    python benchmarks/reindex_child.py STORAGE_PATH [--embeddings]
+    python benchmarks/reindex_child.py STORAGE_PATH [--lexical]
 
 Prints one JSON line: facts indexed, seconds (split into reading + parsing the fact files, i.e.
 time inside `FileMemoryStorage.scan`, which `reindex` calls once per user, and the rest: listing
@@ -55,8 +55,8 @@ def timed(method: Callable[..., Any], total: dict[str, float]) -> Callable[..., 
 def main() -> None:
     after_imports = peak_rss_mb()
     config = {"storage_path": sys.argv[1], "max_facts": 500}
-    if "--embeddings" in sys.argv[2:]:  # the index's vectors are rebuilt too
-        config["retrieval_embeddings"] = True
+    if "--lexical" in sys.argv[2:]:  # otherwise the index's vectors are rebuilt too
+        config["retrieval_embeddings"] = False
     manager = DeerMemMemoryManager(backend_config=config)
     after_construct = peak_rss_mb()
     progress: Progress | None = None

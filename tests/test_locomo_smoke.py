@@ -57,7 +57,7 @@ def test_first_conversation(tmp_path: Path) -> None:
     runs = results["runs"]
     assert set(runs) == {"turns", "turns+dates", "observations", "observations+dates"}
     for documents, methods in runs.items():
-        expected = {"lexical", "hybrid", "semantic"}
+        expected = {"lexical", "hybrid", "semantic", "default"}
         expected |= {
             f"{m}+thread {share}" for m in ("lexical", "hybrid") for share in THREAD_CONTEXTS
         }

@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 import deerflow.agents.memory.backends.deermem.deermem as inner
+from deerflow.agents.memory.backends.deermem import DeerMemMemoryManager
 
 ALLOWED = ("deerflow.agents.memory.manager", "deerflow.agents.memory.backends.deermem.deermem")
 
@@ -65,7 +66,8 @@ def test_a_cold_read_imports_only_what_reading_needs(tmp_path: Path) -> None:
     """A cold start's first get_context pays for every import: writes, asyncio, the host's config,
     the tokenizer (when the store knows its lines' counts) and PyYAML (for the fact files DeerMem
     wrote) stay out of a process that reads; the retrieval index and query ranking stay out of
-    it, and the index file unopened, until it searches."""
+    it, and the index file unopened, until it searches. The search is lexical here: a hybrid
+    one loads the embedding model, whose own imports (model2vec's) include asyncio and PyYAML."""
     from deerflow.agents.memory.backends.deermem import DeerMemMemoryManager
 
     writer = DeerMemMemoryManager.from_config({"storage_path": str(tmp_path)})
@@ -77,7 +79,8 @@ def test_a_cold_read_imports_only_what_reading_needs(tmp_path: Path) -> None:
     code = (
         "import os, sys\n"
         "from deerflow.agents.memory.backends.deermem import DeerMemMemoryManager\n"
-        f"m = DeerMemMemoryManager.from_config({{'storage_path': {str(tmp_path)!r}}})\n"
+        f"m = DeerMemMemoryManager.from_config({{'storage_path': {str(tmp_path)!r},"
+        " 'retrieval_embeddings': False})\n"
         "print(repr(m.get_context('u')))\n"
         "inner = 'deerflow.agents.memory.backends.deermem.deermem.'\n"
         "searching = ('core.index', 'core.lexical', 'core.vectors', 'ranking', 'fusion')\n"
@@ -96,13 +99,33 @@ def test_a_cold_read_imports_only_what_reading_needs(tmp_path: Path) -> None:
     assert out.stdout.splitlines() == [repr(expected), "[]", "False", "[]"]
 
 
-def test_the_default_config_never_loads_numpy_or_model2vec(tmp_path: Path) -> None:
-    """Lexical retrieval is the zero-dependency default: relevance-aware injection included."""
+def test_a_default_manager_that_only_reads_never_loads_numpy_or_model2vec(tmp_path: Path) -> None:
+    """The embedding model is loaded by `warm()` or the first search or write, not at start."""
+    writer = DeerMemMemoryManager.from_config({"storage_path": str(tmp_path)})
+    writer.create_fact("likes tea", user_id="u")
+    writer.close()
+    code = (
+        "import sys\n"
+        "from deerflow.agents.memory.backends.deermem import DeerMemMemoryManager\n"
+        f"m = DeerMemMemoryManager.from_config({{'storage_path': {str(tmp_path)!r}}})\n"
+        "m.get_context('u')\n"
+        "m.get_memory(user_id='u')\n"
+        "print(sorted(n for n in sys.modules if n.split('.')[0] in ('numpy', 'model2vec')))\n"
+        "m.search('tea', user_id='u')\n"
+        "print('numpy' in sys.modules)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.split() == ["[]", "True"]
+
+
+def test_lexical_retrieval_never_loads_numpy_or_model2vec(tmp_path: Path) -> None:
+    """`retrieval_embeddings: false` needs neither: relevance-aware injection included."""
     code = (
         "import sys\n"
         "from deerflow.agents.memory.backends.deermem import DeerMemMemoryManager\n"
         f"m = DeerMemMemoryManager.from_config({{'storage_path': {str(tmp_path)!r},"
-        " 'retrieval_relevance_enabled': True, 'fact_dedup_enabled': True})\n"
+        " 'retrieval_embeddings': False, 'retrieval_relevance_enabled': True,"
+        " 'fact_dedup_enabled': True})\n"
         "m.create_fact('likes tea', user_id='u')\n"
         "m.get_context('u', query='tea')\n"
         "m.search('tea', user_id='u')\n"
@@ -113,8 +136,8 @@ def test_the_default_config_never_loads_numpy_or_model2vec(tmp_path: Path) -> No
     assert out.stdout.strip() == "[]"
 
 
-# Makes numpy and model2vec unimportable, as on an install without the `embeddings` extra.
-WITHOUT_EXTRA = (
+# Makes numpy and model2vec unimportable, as on a damaged install (both are base dependencies).
+WITHOUT_EMBEDDINGS = (
     "import sys\n"
     "class Absent:\n"
     "    def find_spec(self, name, path=None, target=None):\n"
@@ -124,24 +147,24 @@ WITHOUT_EXTRA = (
 )
 
 
-def test_the_core_runs_without_the_extra_and_asking_for_embeddings_names_it(
+def test_without_numpy_the_default_is_refused_by_name_and_lexical_search_still_runs(
     tmp_path: Path,
 ) -> None:
-    code = WITHOUT_EXTRA + (
+    code = WITHOUT_EMBEDDINGS + (
         "from deerflow.agents.memory.backends.deermem import DeerMemMemoryManager\n"
-        f"m = DeerMemMemoryManager.from_config({{'storage_path': {str(tmp_path)!r}}})\n"
+        "try:\n"
+        f"    DeerMemMemoryManager.from_config({{'storage_path': {str(tmp_path)!r}}})\n"
+        "except ValueError as exc:\n"
+        "    print(' '.join(str(exc).split()))\n"
+        f"m = DeerMemMemoryManager.from_config({{'storage_path': {str(tmp_path)!r},"
+        " 'retrieval_embeddings': False})\n"
         "m.create_fact('likes tea', user_id='u')\n"
         "print(len(m.search('tea', user_id='u')))\n"
-        "try:\n"
-        f"    DeerMemMemoryManager.from_config({{'storage_path': {str(tmp_path)!r},"
-        " 'retrieval_embeddings': True})\n"
-        "except ValueError as exc:\n"
-        "    print(exc)\n"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    found, error = out.stdout.strip().split("\n", 1)
+    error, found = out.stdout.strip().rsplit("\n", 1)
     assert found == "1"
     assert "memory.backend_config.retrieval_embeddings" in error
-    assert "`embeddings` extra" in error
     assert "numpy, model2vec" in error
     assert "pip install 'deerflow-memory[embeddings]'" in error
+    assert "set it to false" in error

@@ -50,7 +50,7 @@ def embedder() -> Embedder:
 
 
 def make(root: Path, **settings: Any) -> DeerMemMemoryManager:
-    config = {"storage_path": str(root), "retrieval_embeddings": True, **settings}
+    config = {"storage_path": str(root), **settings}  # hybrid is the default
     return DeerMemMemoryManager.from_config(config)
 
 
@@ -98,8 +98,19 @@ def contents(results: list[dict[str, Any]]) -> list[str]:
 # -- search and injection --------------------------------------------------------------------
 
 
+def test_a_fresh_install_finds_a_fact_by_meaning_and_not_the_unrelated(tmp_path: Path) -> None:
+    manager = DeerMemMemoryManager.from_config({"storage_path": str(tmp_path)})  # defaults only
+    manager.create_fact("Prefers pnpm over npm")
+    assert contents(manager.search("package manager")) == ["Prefers pnpm over npm"]
+    manager.create_fact("Deploys services with Kubernetes")
+    manager.create_fact("Likes tea")
+    # Beside a clear match, facts unrelated to the query are not returned.
+    assert contents(manager.search("Kubernetes")) == ["Deploys services with Kubernetes"]
+    manager.close()
+
+
 def test_hybrid_search_finds_a_paraphrase_that_lexical_search_misses(tmp_path: Path) -> None:
-    lexical = DeerMemMemoryManager.from_config({"storage_path": str(tmp_path / "lexical")})
+    lexical = make(tmp_path / "lexical", retrieval_embeddings=False)
     hybrid = make(tmp_path / "hybrid")
     for manager in (lexical, hybrid):
         for content in FACTS:
@@ -115,8 +126,8 @@ def test_hybrid_search_finds_a_paraphrase_that_lexical_search_misses(tmp_path: P
 
 
 def test_injection_ranks_the_fact_meant_first_even_without_shared_words(tmp_path: Path) -> None:
-    lexical = DeerMemMemoryManager.from_config(
-        {"storage_path": str(tmp_path / "lexical"), "retrieval_relevance_enabled": True}
+    lexical = make(
+        tmp_path / "lexical", retrieval_embeddings=False, retrieval_relevance_enabled=True
     )
     hybrid = make(tmp_path / "hybrid", retrieval_relevance_enabled=True)
     for manager in (lexical, hybrid):
@@ -227,7 +238,7 @@ def test_concurrent_writers_leave_one_vector_per_fact(tmp_path: Path, embedder: 
 def test_turning_embeddings_on_later_or_off_and_on_never_leaves_stale_vectors(
     tmp_path: Path, embedder: Embedder
 ) -> None:
-    plain = DeerMemMemoryManager.from_config({"storage_path": str(tmp_path)})
+    plain = make(tmp_path, retrieval_embeddings=False)
     _, fact_id = plain.create_fact("Lives in Berlin", user_id="u")
     plain.close()
 
@@ -236,7 +247,7 @@ def test_turning_embeddings_on_later_or_off_and_on_never_leaves_stale_vectors(
     assert_vectors_match_the_files(hybrid, embedder, tmp_path)
     hybrid.close()
 
-    plain = DeerMemMemoryManager.from_config({"storage_path": str(tmp_path)})
+    plain = make(tmp_path, retrieval_embeddings=False)
     plain.update_fact(fact_id, content="Drinks green tea every morning", user_id="u")
     assert stored_vectors(tmp_path) == {}  # index opened without a model: vectors would go stale
     plain.close()

@@ -189,7 +189,8 @@ def remember_conversation(manager: DeerMemMemoryManager) -> None:
 def test_the_setting_decides_whether_search_finds_the_answer(
     tmp_path: Path, share: float, found: bool
 ) -> None:
-    manager = make(tmp_path, retrieval_thread_context=share)
+    # Lexical, where "Lisbon, ..." shares no word with the query (the model would find it).
+    manager = make(tmp_path, retrieval_embeddings=False, retrieval_thread_context=share)
     try:
         remember_conversation(manager)
         results = manager.search(QUERY, 3, user_id="u")

@@ -42,7 +42,7 @@ class DeerMemConfig(BaseModel):
     fact_confidence_threshold: float = Field(default=0.7, ge=0, le=1)
     fact_dedup_enabled: bool = False
     fact_dedup_similarity_threshold: float = Field(default=0.7, gt=0, le=1)
-    fact_dedup_semantic_threshold: float = Field(default=0.95, gt=0, le=1)
+    fact_dedup_semantic_threshold: float = Field(default=0.83, gt=0, le=1)
     staleness_review_enabled: bool = False
     staleness_age_days: int = Field(default=90, ge=1, le=3650)
     staleness_min_candidates: int = Field(default=3, ge=1, le=50)
@@ -61,9 +61,11 @@ class DeerMemConfig(BaseModel):
     retrieval_relevance_enabled: bool = False
     retrieval_relevance_weight: float = Field(default=0.5, ge=0, le=1)
     retrieval_diversity_weight: float = Field(default=0.0, ge=0, le=1)
-    retrieval_embeddings: bool = False
-    retrieval_semantic_weight: float = Field(default=0.5, ge=0, le=1)
-    retrieval_thread_context: float = Field(default=0.0, ge=0, le=1)
+    # Validated even when left unset: hybrid search is the default, so a missing numpy or
+    # model2vec must stop the start, not the first search.
+    retrieval_embeddings: bool = Field(default=True, validate_default=True)
+    retrieval_semantic_weight: float = Field(default=0.3, ge=0, le=1)
+    retrieval_thread_context: float = Field(default=0.5, ge=0, le=1)
 
     @field_validator("storage_class", mode="before")
     @classmethod
@@ -90,8 +92,8 @@ class DeerMemConfig(BaseModel):
         missing = missing_modules() if value else []
         if missing:
             raise ValueError(
-                f"needs the `{EXTRA}` extra, which is not installed here (missing: "
-                f"{', '.join(missing)}): pip install 'deerflow-memory[{EXTRA}]', "
+                f"hybrid search (true by default) needs {', '.join(missing)}, part of the base "
+                f"install, missing here: reinstall with pip install 'deerflow-memory[{EXTRA}]', "
                 "or set it to false for lexical retrieval only"
             )
         return value

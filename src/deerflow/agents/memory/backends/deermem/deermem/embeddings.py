@@ -1,12 +1,13 @@
-"""Local sentence embeddings for hybrid retrieval (SPEC §8), behind the `embeddings` extra.
+"""Local sentence embeddings for hybrid retrieval (SPEC §8), on by default.
 
 The model is `models/minilm-l6-static`: a static model2vec model distilled once from
 all-MiniLM-L6-v2 (Apache-2.0; `scripts/distill_static_model.py` says how). It ships inside this
 package, so nothing is downloaded, and runs on numpy without torch: a text's vector is the mean of
 its tokens' vectors, 384 float32 numbers of unit length.
 
-numpy and model2vec are imported in this module only, and only when a vector is first needed:
-a DeerMem without `retrieval_embeddings` never loads them, and the core runs without the extra.
+numpy and model2vec (base dependencies) are imported in this module only, and only when the model
+is loaded: a DeerMem with `retrieval_embeddings: false` never loads them, and a process that only
+reads summaries and facts does not either.
 Vectors cross the module boundary as bytes (float32, native order), so the index stores them as
 BLOBs and nothing else needs numpy.
 """
@@ -65,6 +66,18 @@ class Embedder:
         self._model_dir = model_dir
         self._model: StaticModel | None = None
         self._lock = threading.Lock()
+
+    def check(self) -> None:
+        """Fail now if the model files are missing, without loading them (cheap).
+
+        Raises:
+            EmbeddingError: the model files are missing.
+        """
+        if not (self._model_dir / "model.safetensors").is_file():
+            # model2vec would take a missing folder for a hub id and try to download it.
+            raise EmbeddingError(
+                f"embedding model not found in {self._model_dir}; reinstall the package"
+            )
 
     def load(self) -> None:
         """Load the model now (it is otherwise loaded by the first `encode`).
@@ -131,11 +144,7 @@ class Embedder:
     def _loaded(self) -> StaticModel:
         with self._lock:
             if self._model is None:
-                if not (self._model_dir / "model.safetensors").is_file():
-                    # model2vec would take a missing folder for a hub id and try to download it.
-                    raise EmbeddingError(
-                        f"embedding model not found in {self._model_dir}; reinstall the package"
-                    )
+                self.check()
                 try:
                     from model2vec import StaticModel
 

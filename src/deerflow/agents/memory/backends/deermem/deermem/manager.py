@@ -143,11 +143,13 @@ class DeerMemMemoryManager(MemoryManager):
         if self._config.retrieval_embeddings:
             from deerflow.agents.memory.backends.deermem.deermem.embeddings import Embedder
 
-            # Loaded now, not on the first search: importing numpy and reading the model hold
-            # the GIL for a good part of a second, which would stall an event loop, and a
-            # broken install should fail at start-up.
+            # Checked now, so that a broken install fails at start-up, but loaded by `warm()`
+            # or the first search or write: importing numpy and reading the model take about
+            # a second, which a process that only reads (a cold start's first get_context)
+            # must not pay. Loading holds the GIL for a good part of that, so an asyncio host
+            # calls `warm()` (`awarm()`) before it serves, as the gateway does.
             self._embedder = Embedder()
-            self._embedder.load()
+            self._embedder.check()
         self._tokens = TokenCounter(
             cache=TokenCache(Path(self._config.storage_path) / ".retrieval" / "tokens.sqlite3")
         )
@@ -778,8 +780,10 @@ class DeerMemMemoryManager(MemoryManager):
     # -- lifecycle -------------------------------------------------------------------------------
 
     def warm(self) -> bool:
-        """Load the tokenizer, open the retrieval index and start the write queue
-        (conversations left by a crash run)."""
+        """Load the tokenizer and the embedding model, open the retrieval index and start the
+        write queue (conversations left by a crash run)."""
+        if self._embedder is not None:
+            self._embedder.load()
         self._index  # noqa: B018 - opened here rather than by the first search
         self._writer.queue  # noqa: B018 - opening the queue starts its worker
         return self._tokens.load()

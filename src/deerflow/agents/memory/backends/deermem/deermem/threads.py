@@ -13,7 +13,9 @@ one after that, and `s / 4` to the one before it; then the facts are ranked agai
 thread (a manual edit, an import) neither lends nor borrows. On LoCoMo (conversations 0-4, turns
 as documents, hybrid) R@10 rose from 0.667 to 0.723 at `s` = 0.5, the best of 0 to 1 there; over
 observation facts the best was 0.25 (0.611 to 0.619), and 0.5 changed nothing. The shape (after,
-after next, before: 1, 1/2, 1/4) was chosen on the same half (docs/benchmarks.md).
+after next, before: 1, 1/2, 1/4) was chosen on the same half (docs/benchmarks.md). 0.5 is the
+default: over all ten conversations it lifts the default hybrid search from 0.652 to 0.712 over
+turns and from 0.602 to 0.613 over observations.
 """
 
 from __future__ import annotations

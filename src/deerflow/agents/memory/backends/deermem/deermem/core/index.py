@@ -43,7 +43,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 from deerflow.agents.memory.backends.deermem.deermem.core.fts_query import (
     STOP_WORDS,
@@ -74,6 +74,10 @@ from deerflow.agents.memory.backends.deermem.deermem.fusion import fuse
 from deerflow.agents.memory.backends.deermem.deermem.threads import POOL, ThreadOrder, spread
 from deerflow.agents.memory.manager import MemoryCorruptionError
 
+if TYPE_CHECKING:
+    import numpy as np
+    from numpy.typing import NDArray
+
 __all__ = ["TOKENIZER", "IndexCorruptionError", "IndexedFact", "RetrievalIndex", "SearchHit"]
 
 _SCOPE_BITS: Final = 32
@@ -85,6 +89,17 @@ CANDIDATES: Final = 200
 """How many of each ranking a hybrid search fuses (more when the search asks for more). Deeper
 pools let a fact that one ranking places low still win on the other: on LoCoMo conversations 0-4
 R@10 went 0.657 / 0.661 / 0.667 at 50 / 100 / 200."""
+SEMANTIC_FLOOR: Final = 0.5
+"""A fact no query word matches is found by meaning only with at least this cosine similarity...
+"""
+SEMANTIC_RATIO: Final = 0.8
+"""...and at least this share of the best match's (both weighted by confidence and recency).
+
+The shipped static model gives unrelated short texts a cosine of 0.3 to 0.55 ("Kubernetes" and
+"Likes tea": 0.52) and close ones 0.7 to 0.95, so without a bound every search returned `limit`
+facts. The floor drops the unrelated when nothing is close; the ratio drops them beside a clear
+match, while a weak match with nothing better ("package manager", "Prefers pnpm over npm": 0.54)
+is still found. Facts that match a query word are always ranked."""
 _CACHED_SCOPES: Final = 64
 _TERM_SQL: Final = "SELECT rowid FROM facts_fts WHERE facts_fts MATCH ? AND rowid BETWEEN ? AND ?"
 _ROWS_SQL: Final = (
@@ -455,7 +470,10 @@ class RetrievalIndex:
             priors = vectors.priors(moment, category)
             nearest = model.nearest(query_vector, vectors.matrix, priors, depth)
             semantic = [(vectors.fact_ids[row], score) for row, score in nearest]
-            ranking = fuse(ranking, semantic, semantic_weight=semantic_weight, limit=pool)
+            kept = {fact_id for fact_id, _ in ranking}
+            kept.update(vectors.fact_ids[row] for row in _by_meaning(nearest, priors))
+            fused = fuse(ranking, semantic, semantic_weight=semantic_weight)
+            ranking = [pair for pair in fused if pair[0] in kept][:pool]
         if threads is not None:
             ranking = spread(ranking, threads, share=thread_context, category=category, limit=limit)
         return [SearchHit(fact_id, score) for fact_id, score in ranking[:limit]]
@@ -611,6 +629,19 @@ class RetrievalIndex:
         """One write transaction on this object's connection (see `immediate_transaction`)."""
         with self._guard(), immediate_transaction(self._conn) as conn:
             yield conn
+
+
+def _by_meaning(nearest: Sequence[tuple[int, float]], priors: NDArray[np.float64]) -> Iterator[int]:
+    """The rows of `nearest` (best first, similarity times prior) close enough to the query to
+    be found by meaning alone (`SEMANTIC_FLOOR`, `SEMANTIC_RATIO`)."""
+    if not nearest:
+        return
+    bar = SEMANTIC_RATIO * nearest[0][1]
+    for row, score in nearest:
+        if score < bar:
+            return
+        if score >= SEMANTIC_FLOOR * priors[row]:
+            yield row
 
 
 _INSERT_FACT: Final = (

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import heapq
 import uuid
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Final
@@ -26,15 +26,16 @@ from deerflow.agents.memory.backends.deermem.deermem.governance import (
     normalized,
     parse_time,
 )
+from deerflow.agents.memory.backends.deermem.deermem.paraphrase import (
+    Similarity,
+    paraphrase_scores,
+)
 from deerflow.agents.memory.backends.deermem.deermem.pipeline.proposals import (
     Extraction,
     NewFact,
 )
 
 __all__ = ["ApplyOutcome", "Similarity", "apply_extraction", "stale_candidates"]
-
-Similarity = Callable[[str, Sequence[str]], list[float]]
-"""The cosine similarity of a text to each of some others (`Embedder.text_similarities`)."""
 
 MAX_EXTENSION_DAYS: Final = 3650
 
@@ -216,8 +217,8 @@ def _same_fact(
     """The stored fact this one repeats: same text, or (with dedup on) nearly the same.
 
     Nearly the same: the most similar fact of the same category by token Jaccard, at or above
-    `fact_dedup_similarity_threshold`; failing that, with embeddings, the most similar by cosine
-    at or above `fact_dedup_semantic_threshold`.
+    `fact_dedup_similarity_threshold`; failing that, with embeddings, the most similar by
+    `paraphrase.paraphrase_scores` at or above `fact_dedup_semantic_threshold`.
     """
     key = normalized(fact.content)
     for fact_id, stored in state.facts.items():
@@ -230,9 +231,11 @@ def _same_fact(
     lexical = [(jaccard(tokens, content_tokens(text)), i) for i, text in peers]
     found = _best(lexical, config.fact_dedup_similarity_threshold)
     if found is None and similarity is not None and peers:
-        cosines = similarity(fact.content, [text for _, text in peers])
-        semantic = [(value, i) for value, (i, _) in zip(cosines, peers, strict=True)]
-        found = _best(semantic, config.fact_dedup_semantic_threshold)
+        threshold = config.fact_dedup_semantic_threshold
+        texts = [text for _, text in peers]
+        scores = paraphrase_scores(fact.content, texts, similarity, threshold=threshold)
+        semantic = [(value, i) for value, (i, _) in zip(scores, peers, strict=True)]
+        found = _best(semantic, threshold)
     return found
 
 

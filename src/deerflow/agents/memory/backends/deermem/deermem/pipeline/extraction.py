@@ -392,6 +392,7 @@ def extract(
     signals: Iterable[str] = (),
     stale_candidates: Sequence[Mapping[str, Any]] = (),
     consolidation_candidates: Sequence[Mapping[str, Any]] = (),
+    nearest_facts: Sequence[Mapping[str, Any]] = (),
     callbacks: MemoryCallbacks | None = None,
     thread_id: str | None = None,
     user_id: str | None = None,
@@ -414,6 +415,7 @@ def extract(
         signals: signal classes detected in the latest user turns.
         stale_candidates: facts due for staleness review.
         consolidation_candidates: facts that may be merged.
+        nearest_facts: the stored facts closest to the conversation (not in the compact prompt).
         callbacks: the host's tracing hooks.
         thread_id: for tracing metadata.
         user_id: for tracing metadata.
@@ -438,6 +440,7 @@ def extract(
             signals=signals,
             stale_candidates=stale_candidates,
             consolidation_candidates=consolidation_candidates,
+            nearest_facts=nearest_facts,
         )
         schema = EXTRACTION_SCHEMA
     prompt = "\n\n".join(f"{message.type}: {message.text}" for message in messages)

@@ -54,6 +54,10 @@ __all__ = ["MemoryWriter"]
 logger = logging.getLogger(__name__)
 
 MAX_APPLY_ATTEMPTS: Final = 5
+NEAREST_FACTS: Final = 5
+"""Stored facts shown beside the conversation as the nearest to it, so that the model
+reinforces them rather than proposing paraphrases (the full list is in the memory block)."""
+NEAREST_TURNS: Final = 10  # the last user turns compared with the stored facts
 
 
 class MemoryWriter:
@@ -232,6 +236,7 @@ class MemoryWriter:
             signals=signals,
             stale_candidates=stale_candidates(snapshot, self._config, now),
             consolidation_candidates=self._consolidation_candidates(snapshot),
+            nearest_facts=self._nearest_facts(snapshot, turns),
             callbacks=self._callbacks,
             thread_id=thread_id,
             user_id=user_id,
@@ -284,6 +289,22 @@ class MemoryWriter:
                     "stays queued"
                 )
             return self._model
+
+    def _nearest_facts(
+        self, snapshot: MemorySnapshot, turns: Sequence[Turn]
+    ) -> list[Mapping[str, Any]]:
+        """The `NEAREST_FACTS` stored facts closest in meaning to any of the last user turns
+        (none without embeddings), for the prompt to show beside the conversation."""
+        facts = list(snapshot.facts.values())
+        said = [turn.text for turn in turns if turn.role == "user"][-NEAREST_TURNS:]
+        if self._similarity is None or not facts or not said:
+            return []
+        contents = [str(fact["content"]) for fact in facts]
+        closest = [0.0] * len(facts)
+        for text in said:
+            closest = list(map(max, closest, self._similarity(text, contents)))
+        order = sorted(range(len(facts)), key=lambda i: -closest[i])[:NEAREST_FACTS]
+        return [facts[i] for i in order]
 
     def _consolidation_candidates(self, snapshot: MemorySnapshot) -> list[Mapping[str, Any]]:
         if not self._config.consolidation_enabled:

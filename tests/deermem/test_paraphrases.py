@@ -1,0 +1,107 @@
+"""Paraphrase merging end to end: a scripted model that always proposes a new fact, and the
+deterministic gate alone deciding, on DeerMem's own dev set (tests/deermem/data)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from langchain_core.messages import AIMessage, HumanMessage
+
+from deerflow.agents.memory.backends.deermem import DeerMemMemoryManager
+from tests.deermem.pipeline_helpers import ScriptedModel, reply
+
+SETS = json.loads((Path(__file__).parent / "data" / "paraphrases.json").read_text())
+
+
+def proposals(dev: dict[str, Any]) -> list[tuple[str, str, str, bool]]:
+    """`(stored, proposed, category, is a paraphrase)` for every case of the set."""
+    cases = [
+        (fact["stored"], text, fact["category"], True)
+        for fact in dev["facts"]
+        for text in fact["paraphrases"]
+    ]
+    cases += [(c["stored"], c["proposed"], c["category"], False) for c in dev["controls"]]
+    return cases
+
+
+def test_a_model_that_always_proposes_a_new_fact_is_caught_by_the_gate(tmp_path: Path) -> None:
+    cases = proposals(SETS["dev"])
+    model = ScriptedModel(
+        responses=[
+            reply({"content": text, "category": category, "confidence": 0.9})
+            for _, text, category, _ in cases
+        ]
+    )
+    manager = DeerMemMemoryManager.from_config(
+        {"storage_path": str(tmp_path), "fact_dedup_enabled": True},
+        host_llm_factory=lambda: model,
+    )
+    # Each stored fact in a user of its own: the set's stored facts are look-alikes of each
+    # other ("Uses pnpm for JavaScript", "Prefers pnpm over npm for JavaScript projects").
+    users = {text: f"u{n}" for n, text in enumerate(dict.fromkeys(s for s, *_ in cases))}
+    for text, category in dict.fromkeys((s, c) for s, _, c, _ in cases):
+        manager.create_fact(text, category, 0.8, user_id=users[text])
+    merged = {True: 0, False: 0}
+    for n, (target, text, _, paraphrase) in enumerate(cases):
+        user = users[target]
+        conversation = [HumanMessage(text, id=f"h{n}"), AIMessage("Noted.", id=f"a{n}")]
+        manager.add(f"t{n}", conversation, user_id=user)
+        assert manager.shutdown_flush(10) is True
+        facts = manager.reload_memory(user_id=user)["facts"]
+        added = [f["id"] for f in facts if f["content"] == text]
+        if added:  # kept apart: remove it, so the next case meets the same bucket
+            manager.delete_fact(added[0], user_id=user)
+            continue
+        merged[paraphrase] += 1
+        (fact,) = facts
+        assert fact["content"] == target
+        assert fact["lastConfirmedAt"]
+    manager.close()
+    paraphrases = sum(paraphrase for *_, paraphrase in cases)
+    assert merged[False] == 0, "a look-alike control was merged"
+    assert merged[True] / paraphrases >= 0.8
+
+
+STORED = (
+    "Lives in Lisbon",
+    "Works as a data engineer",
+    "Is allergic to peanuts",
+    "Drinks green tea every morning",
+    "Prefers dark mode in editors",
+    "Has a dog named Rex",
+    "Plays the guitar in a jazz band",
+    "Speaks fluent Portuguese",
+)
+
+
+def nearest_block(tmp_path: Path, **settings: Any) -> str | None:
+    """The <nearest_facts> block of the extraction prompt for a conversation about moving."""
+    ScriptedModel.prompts.clear()
+    model = ScriptedModel(responses=[reply()])
+    manager = DeerMemMemoryManager.from_config(
+        {"storage_path": str(tmp_path), **settings}, host_llm_factory=lambda: model
+    )
+    for text in STORED:
+        manager.create_fact(text, "context", 0.9, user_id="u")
+    said = [HumanMessage("These days I am based in Lisbon.", id="h"), AIMessage("Nice.", id="a")]
+    manager.add("t", said, user_id="u")
+    assert manager.shutdown_flush(10) is True
+    manager.close()
+    (prompt,) = ScriptedModel.prompts
+    human = str(prompt[-1].content)
+    if "<nearest_facts>" not in human:
+        return None
+    block = human.split("<nearest_facts>\n")[1].split("\n</nearest_facts>")[0]
+    assert human.index("</nearest_facts>") < human.index("<conversation>")  # beside it
+    return block
+
+
+def test_the_prompt_shows_the_stored_facts_nearest_to_the_conversation(tmp_path: Path) -> None:
+    block = nearest_block(tmp_path / "hybrid")
+    assert block is not None
+    lines = block.splitlines()
+    assert len(lines) == 5  # the nearest five of eight
+    assert lines[0].endswith("] Lives in Lisbon")
+    assert nearest_block(tmp_path / "lexical", retrieval_embeddings=False) is None
