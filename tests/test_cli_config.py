@@ -112,3 +112,27 @@ def test_secrets_stay_out_of_logs_in_a_real_process(config_file: Path, tmp_path:
     assert "typo_key" in completed.stderr, "the unknown-key warning reached the log"
     assert SECRET not in completed.stdout + completed.stderr
     assert "literal-password-1" not in completed.stdout + completed.stderr
+
+
+def test_piped_output_is_neither_wrapped_nor_padded(tmp_path: Path) -> None:
+    """Written to a file (not a terminal), a long value and a long error each stay one line."""
+    storage = "a-storage-folder-" + "with-a-long-name-" * 8
+    valid, invalid = tmp_path / "valid.yaml", tmp_path / "invalid.yaml"
+    valid.write_text(f"memory:\n  backend_config:\n    storage_path: {storage}\n", "utf-8")
+    invalid.write_text(
+        f"memory:\n  backend_config:\n    storage_path: {storage}\n    max_facts: 2\n", "utf-8"
+    )
+    command = [sys.executable, "-m", "deerflow", "config", "check", "-c"]
+    shown = subprocess.run(
+        [*command, str(valid)], capture_output=True, text=True, check=True, cwd=tmp_path
+    ).stdout
+    refused = subprocess.run(
+        [*command, str(invalid)], capture_output=True, text=True, check=False, cwd=tmp_path
+    )
+
+    assert refused.returncode == 1
+    assert any(storage in line for line in shown.splitlines()), "the path on one line"
+    assert [line for line in refused.stderr.splitlines() if "max_facts" in line] == [
+        line for line in refused.stderr.splitlines() if str(invalid) in line
+    ], "the error names file and key on one line"
+    assert not [line for line in shown.splitlines() if line != line.rstrip()]

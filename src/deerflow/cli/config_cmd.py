@@ -7,12 +7,12 @@ from typing import Any
 
 import typer
 import yaml
-from rich.console import Console
 from rich.markup import escape
 from rich.syntax import Syntax
 
 from deerflow.agents.memory.factory import resolve_storage_path
 from deerflow.agents.memory.manager import MemoryManagerError
+from deerflow.cli import console as consoles
 from deerflow.cli.options import ConfigOption, JsonOption
 from deerflow.config import runtime_home
 from deerflow.redaction import redact, redact_text
@@ -38,7 +38,7 @@ def check(config: ConfigOption = None, json_output: JsonOption = False) -> None:
         if json_output:
             typer.echo(json.dumps({"valid": False, "errors": problems}, indent=2))
         else:
-            stderr = Console(stderr=True, soft_wrap=True)
+            stderr = consoles.stderr()
             stderr.print("[bold red]invalid configuration[/]")
             for line in problems:
                 stderr.print(escape(line), highlight=False)
@@ -46,7 +46,7 @@ def check(config: ConfigOption = None, json_output: JsonOption = False) -> None:
     if json_output:
         typer.echo(json.dumps({"valid": True, **report}, indent=2))
         return
-    console = Console()
+    console = consoles.stdout()
     source = report["config_file"] or "no config file: defaults"
     console.print(f"[bold green]valid[/] ({source})")
     console.print(f"runtime home: {report['home']}")
