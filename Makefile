@@ -8,7 +8,7 @@ UV ?= $(shell command -v uv 2>/dev/null || echo python3 -m uv)
 TEST_EXTRAS = --extra mem0 --extra honcho --extra openviking --extra postgres --extra embeddings
 UV_RUN = $(UV) run --locked $(TEST_EXTRAS)
 
-.PHONY: demo test lint typecheck format env docs docs-check
+.PHONY: demo test lint typecheck format env docs docs-check cli-reference
 
 env:
 	@$(UV) --version >/dev/null 2>&1 || python3 -m pip install --quiet uv
@@ -34,6 +34,10 @@ typecheck: env
 DOCS_RUN = NO_MKDOCS_2_WARNING=1 $(UV_RUN) --group docs mkdocs
 docs-check: env
 	$(DOCS_RUN) build --strict --site-dir site
+
+# Regenerates the options reference at the end of docs/cli.md from the `deerflow` app.
+cli-reference: env
+	$(UV_RUN) python -m scripts.cli_reference
 
 # Serves the site on loopback, rebuilt on each save.
 docs: env
