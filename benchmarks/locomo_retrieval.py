@@ -1,6 +1,7 @@
-"""LoCoMo evidence recall@k through DeerMem's real retrieval index (SPEC §11, retrieval quality).
+"""LoCoMo evidence recall@k through DeerMem's real retrieval index (docs/benchmarks.md).
 
-Protocol and metric are those of `shared/reference/locomo-retrieval-anchors.md`, reproduced here:
+Protocol and metric are those of the recorded rows in `RECORDED` ("the anchors", an external run
+whose numbers docs/benchmarks.md shows), reproduced here:
 
 * Questions of categories 1..4 whose evidence, once parsed (split on `;` and whitespace, keep only
   `D<n>:<m>`, drop ids that match no turn, duplicates kept), is not empty: 1535 on the full set.
@@ -28,8 +29,8 @@ records `source.threadId` and `createdAt` for a fact extracted from a conversati
 `+thread` rows search with `retrieval_thread_context` (0.25 and 0.5): each hit lends part of its
 score to the facts written next to it in its thread (`deermem/threads.py`).
 
-The dataset (CC BY-NC 4.0) is read at run time from `DEERFLOW_LOCOMO` or
-`<repo>/../shared/datasets/locomo10.json` and never copied; without it the benchmark exits 0 with a
+The dataset (CC BY-NC 4.0) is read at run time from `DEERFLOW_LOCOMO` (else `DEFAULT_DATASET`, a
+copy kept outside the repository) and never copied; without it the benchmark exits 0 with a
 message. Without the `embeddings` extra only the lexical rows run. Usage:
 `uv run python -m benchmarks.locomo_retrieval [--json PATH] [--conversations N]`.
 """
@@ -70,7 +71,7 @@ __all__ = ["RECORDED", "dataset_path", "evaluate", "load", "main", "parse_ids"]
 HERE: Final = Path(__file__).resolve().parent
 DEFAULT_DATASET: Final = HERE.parents[1] / "shared" / "datasets" / "locomo10.json"
 DEFAULT_JSON: Final = HERE / "results" / "locomo.json"
-ANCHORS: Final = "shared/reference/locomo-retrieval-anchors.md"
+ANCHORS: Final = "recorded under the same protocol: benchmarks/locomo_retrieval.py"
 AGENT: Final = "__default__"
 KS: Final = (1, 5, 10, 20)
 LIMIT: Final = 20
@@ -93,7 +94,7 @@ _SESSION = re.compile(r"session_(\d+)")
 _SESSION_DATE = re.compile(r"session_(\d+)_date_time")
 _OBSERVATION = re.compile(r"session_(\d+)_observation")
 
-# RECORDED in the anchors file (not measured by this script): R@1, R@5, R@10, R@20,
+# RECORDED by the anchors' run (not measured by this script): R@1, R@5, R@10, R@20,
 # all-evidence R@10, per-category R@10 (1..4), query latency p50 / p99 in ms.
 RECORDED: Final[dict[str, dict[str, dict[str, Any]]]] = {
     "turns": {
@@ -156,7 +157,7 @@ Ranker = Callable[[Question], list[str]]
 
 
 def dataset_path() -> Path:
-    """`DEERFLOW_LOCOMO` if set, else `<repo>/../shared/datasets/locomo10.json`."""
+    """`DEERFLOW_LOCOMO` if set, else `DEFAULT_DATASET` (outside the repository)."""
     override = os.environ.get("DEERFLOW_LOCOMO")
     return Path(override) if override else DEFAULT_DATASET
 

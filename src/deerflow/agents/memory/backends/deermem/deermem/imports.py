@@ -1,4 +1,4 @@
-"""Turning an imported memory document into one change that replaces a bucket (SPEC §5.2)."""
+"""Turning an imported memory document into one change that replaces a bucket."""
 
 from __future__ import annotations
 
@@ -31,7 +31,7 @@ from deerflow.agents.memory.manager import (
 __all__ = ["imported_changes"]
 
 _SOURCE_TYPES = ("manual", "consolidation", "import", "conversation", "unknown")
-# The keys of an exported document (SPEC §5.2; `userId` as memory.json holds it). Any other key
+# The keys of an exported document (`userId` as memory.json holds it). Any other key
 # is refused: `{"Facts": [...]}` would otherwise import as "no facts" and empty the bucket.
 _DOCUMENT_KEYS: Final = frozenset(
     {"version", "revision", "lastUpdated", "userId", "user", "history", "facts"}
@@ -156,7 +156,7 @@ def _record(raw: Any, number: int, snapshot: MemorySnapshot, now: str) -> dict[s
 
 
 def _unknown_fields(raw: Mapping[str, Any], where: str) -> dict[str, Any]:
-    """The keys SPEC §5.3 does not know, kept as they are ("unknown keys are preserved"); their
+    """The keys the fact file format does not know, kept as they are; their
     text is scanned for secrets with the rest of the fact (`refuse_fact_secrets`).
 
     Raises:
@@ -193,7 +193,7 @@ def _plain_json(value: Any, depth: int = 0) -> bool:
 
 
 def _optional_fields(raw: Mapping[str, Any]) -> dict[str, Any]:
-    """The optional fields of SPEC §5.3 that `raw` has (None counts as absent), checked.
+    """The optional fields of a fact that `raw` has (None counts as absent), checked.
 
     Raises:
         ValueError: `"{field}: ..."` for the first field of the wrong kind.
