@@ -58,3 +58,20 @@ def test_benchmarks_page_is_short_and_shows_every_plot() -> None:
     plots = {plot.name for plot in (ROOT / "benchmarks" / "results").glob("*.png")}
     assert plots, "no plot in benchmarks/results"
     assert plots <= embedded, f"not shown on docs/benchmarks.md: {sorted(plots - embedded)}"
+
+
+def test_no_file_cites_the_specification_or_points_outside_the_repository() -> None:
+    """Every page and comment stands on the repository's own documents."""
+    files = [ROOT / "README.md"]
+    for folder in ("src", "docs", "benchmarks", "tests"):
+        files += [path for path in (ROOT / folder).rglob("*") if path.is_file()]
+    offenders = []
+    for path in files:
+        try:
+            text = path.read_text(encoding="utf-8")
+        except UnicodeDecodeError:
+            continue  # images, compiled files
+        for marker in ("SPEC §", "shared/"):
+            if marker in text and path != Path(__file__):
+                offenders.append(f"{path.relative_to(ROOT)}: {marker}")
+    assert not offenders, offenders
