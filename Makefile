@@ -10,7 +10,7 @@ TEST_EXTRAS = --extra mem0 --extra honcho --extra openviking --extra postgres --
 	--extra openai --extra langfuse
 UV_RUN = $(UV) run --locked $(TEST_EXTRAS)
 
-.PHONY: demo test lint typecheck format env
+.PHONY: demo test lint typecheck format env docs docs-check cli-reference
 
 env:
 	@$(UV) --version >/dev/null 2>&1 || python3 -m pip install --quiet uv
@@ -19,7 +19,7 @@ env:
 demo: env
 	$(UV_RUN) deerflow demo --config examples/demo.yaml
 
-test: env lint typecheck
+test: env lint typecheck docs-check
 	$(UV_RUN) pytest
 
 lint: env
@@ -30,6 +30,20 @@ lint: env
 typecheck: env
 	$(UV_RUN) mypy
 	$(UV_RUN) --group bench mypy benchmarks
+
+# The docs site (mkdocs.yml): --strict fails on a link to a missing page or anchor.
+# NO_MKDOCS_2_WARNING silences the theme's notice about its successor.
+DOCS_RUN = NO_MKDOCS_2_WARNING=1 $(UV_RUN) --group docs mkdocs
+docs-check: env
+	$(DOCS_RUN) build --strict --site-dir site
+
+# Regenerates the options reference at the end of docs/cli.md from the `deerflow` app.
+cli-reference: env
+	$(UV_RUN) python -m scripts.cli_reference
+
+# Serves the site on loopback, rebuilt on each save.
+docs: env
+	$(DOCS_RUN) serve --dev-addr 127.0.0.1:8001
 
 format: env
 	$(UV_RUN) ruff format src tests benchmarks

@@ -1,6 +1,7 @@
-"""LoCoMo evidence recall@k through DeerMem's real retrieval index (SPEC §11, retrieval quality).
+"""LoCoMo evidence recall@k through DeerMem's real retrieval index (docs/benchmarks.md).
 
-Protocol and metric are those of `shared/reference/locomo-retrieval-anchors.md`, reproduced here:
+Protocol and metric are those of the recorded rows in `RECORDED` ("the anchors", an external run
+whose numbers docs/benchmarks.md shows), reproduced here:
 
 * Questions of categories 1..4 whose evidence, once parsed (split on `;` and whitespace, keep only
   `D<n>:<m>`, drop ids that match no turn, duplicates kept), is not empty: 1535 on the full set.
@@ -27,14 +28,13 @@ the session's date plus one second per turn (an observation: per turn it cites),
 records `source.threadId` and `createdAt` for a fact extracted from a conversation. The
 `+thread` rows search with `retrieval_thread_context` (0.25 and 0.5): each hit lends part of its
 score to the facts written next to it in its thread (`deermem/threads.py`). The `default` row is
-DeerMem's default settings: hybrid, with the default thread context (0.5); `--png` draws its
-recall@10 per category.
+DeerMem's default settings: hybrid, with the default thread context (0.5); `benchmarks.locomo_plot`
+draws recall@10 per category from the JSON.
 
-The dataset (CC BY-NC 4.0) is read at run time from `DEERFLOW_LOCOMO` or
-`<repo>/../shared/datasets/locomo10.json` and never copied; without it the benchmark exits 0 with a
+The dataset (CC BY-NC 4.0) is read at run time from `DEERFLOW_LOCOMO` (else `DEFAULT_DATASET`, a
+copy kept outside the repository) and never copied; without it the benchmark exits 0 with a
 message. Without the `embeddings` extra only the lexical rows run. Usage:
-`uv run --group bench python -m benchmarks.locomo_retrieval [--json PATH] [--png PATH]
-[--conversations N]`.
+`uv run python -m benchmarks.locomo_retrieval [--json PATH] [--conversations N]`.
 """
 
 from __future__ import annotations
@@ -73,7 +73,7 @@ __all__ = ["RECORDED", "dataset_path", "evaluate", "load", "main", "parse_ids"]
 HERE: Final = Path(__file__).resolve().parent
 DEFAULT_DATASET: Final = HERE.parents[1] / "shared" / "datasets" / "locomo10.json"
 DEFAULT_JSON: Final = HERE / "results" / "locomo.json"
-ANCHORS: Final = "shared/reference/locomo-retrieval-anchors.md"
+ANCHORS: Final = "recorded under the same protocol: benchmarks/locomo_retrieval.py"
 AGENT: Final = "__default__"
 KS: Final = (1, 5, 10, 20)
 LIMIT: Final = 20
@@ -84,7 +84,6 @@ UPDATED_AT: Final = "2026-01-01T00:00:00+00:00"
 NOW: Final = datetime(2026, 1, 1, tzinfo=UTC)
 SEMANTIC_WEIGHT: Final = DeerMemConfig.model_fields["retrieval_semantic_weight"].default
 THREAD_CONTEXT: Final = DeerMemConfig.model_fields["retrieval_thread_context"].default
-GOAL: Final = 0.75  # recall@10 per category that DeerMem's defaults aim for
 REFERENCE: Final = "fts5 bm25() reference"  # `fts5_reference`: not a DeerMem method
 THREAD_CONTEXTS: Final = (0.25, 0.5)  # `retrieval_thread_context` of the `+thread` rows
 
@@ -98,7 +97,7 @@ _SESSION = re.compile(r"session_(\d+)")
 _SESSION_DATE = re.compile(r"session_(\d+)_date_time")
 _OBSERVATION = re.compile(r"session_(\d+)_observation")
 
-# RECORDED in the anchors file (not measured by this script): R@1, R@5, R@10, R@20,
+# RECORDED by the anchors' run (not measured by this script): R@1, R@5, R@10, R@20,
 # all-evidence R@10, per-category R@10 (1..4), query latency p50 / p99 in ms.
 RECORDED: Final[dict[str, dict[str, dict[str, Any]]]] = {
     "turns": {
@@ -161,7 +160,7 @@ Ranker = Callable[[Question], list[str]]
 
 
 def dataset_path() -> Path:
-    """`DEERFLOW_LOCOMO` if set, else `<repo>/../shared/datasets/locomo10.json`."""
+    """`DEERFLOW_LOCOMO` if set, else `DEFAULT_DATASET` (outside the repository)."""
     override = os.environ.get("DEERFLOW_LOCOMO")
     return Path(override) if override else DEFAULT_DATASET
 
@@ -524,45 +523,9 @@ def print_tables(results: dict[str, Any]) -> None:
     )
 
 
-def plot(results: dict[str, Any], path: Path) -> None:
-    """Recall@10 of DeerMem's defaults per category and overall, one group of bars per document
-    set, with the goal as a line (needs matplotlib, in the `bench` group)."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    sets = [name for name, methods in results["runs"].items() if "default" in methods]
-    groups = [*(str(c) for c in CATEGORIES), "all"]
-    labels = [*(f"{c} {name}" for c, name in CATEGORIES.items()), "all"]
-    figure, axes = plt.subplots(figsize=(9, 4.5))
-    width = 0.8 / max(len(sets), 1)
-    for i, name in enumerate(sets):
-        measured = results["runs"][name]["default"]
-        values = [
-            measured["all"]["R@10"]
-            if g == "all"
-            else measured["by_category"].get(g, {}).get("R@10", 0)
-            for g in groups
-        ]
-        axes.bar([x + i * width for x in range(len(groups))], values, width, label=name)
-    axes.axhline(GOAL, color="black", linestyle="--", linewidth=1, label=f"goal {GOAL}")
-    axes.set_xticks([x + width * (len(sets) - 1) / 2 for x in range(len(groups))], labels)
-    axes.set_ylim(0, 1)
-    axes.set_ylabel("evidence recall@10")
-    conversations = results["dataset"]["conversations"]
-    axes.set_title(f"LoCoMo, DeerMem default settings ({conversations} conversations)")
-    axes.legend(fontsize="small", loc="upper left")
-    figure.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    figure.savefig(path, dpi=110)
-    plt.close(figure)
-
-
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n")[0])
     parser.add_argument("--json", type=Path, default=DEFAULT_JSON, help="write the numbers here")
-    parser.add_argument("--png", type=Path, help="draw the default's recall here (matplotlib)")
     parser.add_argument("--conversations", type=int, help="only the first N conversations")
     args = parser.parse_args(argv)
     path = dataset_path()
@@ -584,8 +547,6 @@ def main(argv: list[str] | None = None) -> None:
     print_tables(results)
     args.json.parent.mkdir(parents=True, exist_ok=True)
     args.json.write_text(json.dumps(results, indent=1) + "\n")
-    if args.png:
-        plot(results, args.png)
 
 
 if __name__ == "__main__":

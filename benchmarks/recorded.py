@@ -1,7 +1,8 @@
-"""Numbers of the ORIGINAL DeerMem, quoted from `shared/reference/deerflow-deermem-baseline.md`.
+"""Numbers of the ORIGINAL DeerMem, recorded outside this project (docs/benchmarks.md).
 
-They were RECORDED there (upstream bytedance/deer-flow at f1f4af99, 2 CPU cores, Python 3.11.7,
-SQLite 3.40.1, ext4 on a virtual disk, two full runs); the original code cannot run here, so
+They were RECORDED by one benchmark of the same design (upstream bytedance/deer-flow at
+f1f4af99, 2 CPU cores, Python 3.11.7, SQLite 3.40.1, ext4 on a virtual disk, two full runs);
+the original code cannot run here, so
 none of them is measured by this benchmark. Each entry keeps both recorded runs. Ratios in the
 report are `mean(run 1, run 2) / ours`: above 1 means ours is faster (or smaller).
 
@@ -14,7 +15,7 @@ from typing import Any, Final
 
 __all__ = ["RECORDED", "SOURCE", "recorded_mean"]
 
-SOURCE: Final = "shared/reference/deerflow-deermem-baseline.md"
+SOURCE: Final = "the original DeerMem, recorded: benchmarks/recorded.py"
 
 
 def _cell(p50: float, p95: float | None, p99: float | None, n: int | None) -> dict[str, Any]:

@@ -2,8 +2,8 @@
 
 Three corpora: the 50 secrets and the benign facts committed in `tests/secret_corpus.py`, and
 LoCoMo's observations (benign facts about people's lives) and dialogue turns. The dataset
-(CC BY-NC 4.0) is read at run time from `DEERFLOW_LOCOMO` or `<repo>/../shared/datasets/
-locomo10.json` and never copied; without it that row is skipped. Refused LoCoMo texts are
+(CC BY-NC 4.0) is read at run time where `benchmarks.locomo_retrieval` finds it
+(`DEERFLOW_LOCOMO`) and never copied; without it that row is skipped. Refused LoCoMo texts are
 printed so that a false positive can be read. Usage:
 `uv run python -m benchmarks.secret_scrub [--first N]`.
 """

@@ -59,7 +59,7 @@ def test_quick_benchmark_writes_every_section(tmp_path: Path) -> None:
     results = json.loads(out.read_text())
     assert results["quick"] is True
     assert set(SECTIONS) <= set(results["sections"])
-    assert results["recorded_source"].endswith("deerflow-deermem-baseline.md")
+    assert results["recorded_source"].endswith("benchmarks/recorded.py")
     assert {"commit", "uncommitted_src_changes"} <= set(results["source"])
     s = results["sections"]
 

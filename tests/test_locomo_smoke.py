@@ -53,7 +53,7 @@ def test_first_conversation(tmp_path: Path) -> None:
 
     results = json.loads(out.read_text())
     assert results["dataset"]["conversations"] == 1
-    assert results["recorded_source"].endswith("locomo-retrieval-anchors.md")
+    assert results["recorded_source"].endswith("benchmarks/locomo_retrieval.py")
     runs = results["runs"]
     assert set(runs) == {"turns", "turns+dates", "observations", "observations+dates"}
     for documents, methods in runs.items():

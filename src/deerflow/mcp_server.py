@@ -1,4 +1,4 @@
-"""The four memory tools served to MCP clients over stdio (SPEC §9.5, `deerflow mcp`).
+"""The four memory tools served to MCP clients over stdio (`deerflow mcp`).
 
 One server process serves one scope: the user and agent bucket it was started for. The tools,
 their argument schemas and their JSON results are the same as in tool mode

@@ -1,4 +1,4 @@
-"""The bucket audit (SPEC §9.3): duplicates, staleness, retrieval, secrets, provenance, rates."""
+"""The bucket audit: duplicates, staleness, retrieval, secrets, provenance, rates."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""A new process formats memory it has seen before without loading the tokenizer (SPEC §5.8)."""
+"""A new process formats memory it has seen before without loading the tokenizer."""
 
 from __future__ import annotations
 
@@ -120,7 +120,7 @@ print(json.dumps({"text": text, "after_read": after_read, "after_cjk": compiled(
 
 
 def test_a_read_of_ascii_memory_compiles_no_wide_character_class(tmp_path: Path) -> None:
-    """Their compilation took about 9 ms of each cold start (docs/benchmarks.md)."""
+    """Their compilation took about 9 ms of each cold start."""
     manager = DeerMemMemoryManager.from_config({"storage_path": str(tmp_path)})
     for n in range(5):
         manager.create_fact(f"Prefers tool-{n} for task {n}", "preference", 0.9, user_id="u")

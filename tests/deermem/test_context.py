@@ -1,4 +1,4 @@
-"""The injected text (SPEC §5.8): exact format, budgets, escaping."""
+"""The injected text: exact format, budgets, escaping."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""DeerMem's extraction step (SPEC §5.6 step 4): prompt, reply parser, gate, the LLM call."""
+"""DeerMem's extraction step: prompt, reply parser, gate, the LLM call."""
 
 from __future__ import annotations
 

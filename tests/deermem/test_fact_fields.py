@@ -1,10 +1,10 @@
 """What a fact carries beyond its content, and what a write rests on (found by an audit of
 inputs, hand edits and undo, 2026-12-03):
 
-* optional and unknown fields (SPEC §5.3) on every write path: checked, scrubbed of secrets
-  (§9.4), found by the audit (§9.3), kept through a Markdown round trip, never breaking a read;
-* writes against hand edits the process has not read (§5.4);
-* history and undo rules (§9.2): per-agent views, malformed lines, undo that would duplicate or
+* optional and unknown fields (docs/data-format.md) on every write path: checked, scrubbed of
+  secrets, found by the audit, kept through a Markdown round trip, never breaking a read;
+* writes against hand edits the process has not read;
+* history and undo rules: per-agent views, malformed lines, undo that would duplicate or
   overfill.
 """
 

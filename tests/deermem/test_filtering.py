@@ -1,4 +1,4 @@
-"""Filtering a conversation before extraction (SPEC §5.6 step 1)."""
+"""Filtering a conversation before extraction."""
 
 from __future__ import annotations
 

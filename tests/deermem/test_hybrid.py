@@ -1,4 +1,4 @@
-"""Hybrid retrieval (SPEC §8) with the real shipped model: search, injection, vectors, dedup."""
+"""Hybrid retrieval with the real shipped model: search, injection, vectors, dedup."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The `hybrid-v1` capacity policy: score, correction reserve, access heat sidecar (SPEC §5.7)."""
+"""The `hybrid-v1` capacity policy: score, correction reserve, access heat sidecar."""
 
 from __future__ import annotations
 

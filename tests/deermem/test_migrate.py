@@ -1,4 +1,4 @@
-"""Migration of the old single-file layout (SPEC §5.1): backups, buckets, refusals, idempotence."""
+"""Migration of the old single-file layout: backups, buckets, refusals, idempotence."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Relevance-aware ordering of facts for a query (SPEC §5.7)."""
+"""Relevance-aware ordering of facts for a query."""
 
 from __future__ import annotations
 

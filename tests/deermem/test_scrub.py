@@ -1,4 +1,4 @@
-"""Secret scrubbing (SPEC §9.4): credentials are refused, talk about them is not."""
+"""Secret scrubbing: credentials are refused, talk about them is not."""
 
 from __future__ import annotations
 

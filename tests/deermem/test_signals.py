@@ -1,4 +1,4 @@
-"""Signal patterns (SPEC §5.6 step 1): bundled English and Chinese patterns, and their override."""
+"""Signal patterns: bundled English and Chinese patterns, and their override."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Token counting for the injection budget (SPEC §5.8): real cl100k offline, else an estimate."""
+"""Token counting for the injection budget: real cl100k offline, else an estimate."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""SPEC §3's error table over HTTP: every memory error has a status; internals never leak."""
+"""The error table over HTTP: every memory error has a status; internals never leak."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The lead agent (SPEC §6): the configured model, its tools, memory and summarisation.
+"""The lead agent: the configured model, its tools, memory and summarisation.
 
     agent = make_lead_agent(config)                      # or: await amake_lead_agent(config)
     agent.invoke({"messages": [HumanMessage("hi")]},

@@ -18,7 +18,7 @@ and invokes it with `context=AgentContext(user_id=…)` (see `deerflow.agents.co
 * `mode: middleware`: `MemoryMiddleware` (inject and write), then summarisation that flushes
   what it drops to memory; the given tools.
 * `mode: tool`: the given tools plus the four memory tools and a system-prompt section.
-  `MemoryMiddleware` stays for injection (summaries only, SPEC §5.8) but writes, and the
+  `MemoryMiddleware` stays for injection (summaries only) but writes, and the
   summarisation flushes, only when the backend sets `requires_passive_writes_in_tool_mode`.
 """
 

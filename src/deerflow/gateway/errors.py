@@ -1,7 +1,7 @@
 """Every failure becomes a precise HTTP answer `{"error": code, "detail": text}`, decided by type.
 
-`ERROR_STATUSES` is SPEC §3's table. Errors whose message could carry internals (paths, remote
-answers) get a fixed text; the full error goes to the log, redacted.
+`ERROR_STATUSES` is the table of docs/gateway.md, "Errors". Errors whose message could carry
+internals (paths, remote answers) get a fixed text; the full error goes to the log, redacted.
 """
 
 from __future__ import annotations

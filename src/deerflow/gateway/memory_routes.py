@@ -1,4 +1,4 @@
-"""The memory routes of SPEC §7: each calls one manager method, off the event loop.
+"""The memory routes: each calls one manager method, off the event loop.
 
 The user always comes from `require_user`; `agent_name` selects the agent bucket and is checked
 by the backend (a bad name is a 400). Answers are the manager's return values as JSON.
@@ -121,7 +121,7 @@ async def get_memory(manager: Manager, user: CurrentUser, agent_name: AgentName 
 async def reload_memory(manager: Manager, user: CurrentUser, agent_name: AgentName = None) -> Any:
     try:
         document = await manager.areload_memory(user_id=user, agent_name=agent_name)
-    except MemoryUnsupportedError:  # SPEC §7: a backend without caches is simply read again
+    except MemoryUnsupportedError:  # a backend without caches is simply read again
         document = await manager.aget_memory(user_id=user, agent_name=agent_name)
     return JSONResponse(document)
 

@@ -1,7 +1,7 @@
 """Build a LangChain chat model from a `models:` entry (`use: pkg.mod:Class` plus its kwargs).
 
 The one rule for which model runs: the named model, else the first configured one, else the
-offline model (`OFFLINE_MODEL`, SPEC §8.1), so that everything runs on a machine with no keys.
+offline model (`OFFLINE_MODEL`), so that everything runs on a machine with no keys.
 """
 
 from __future__ import annotations

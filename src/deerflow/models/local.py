@@ -1,6 +1,6 @@
 """The offline chat model: Gemma 3 270M (a GGUF in a PyPI package) run by llama-cpp-python.
 
-It exists so that the harness runs on a machine with no API key (SPEC §8.1); replies are weak.
+It exists so that the harness runs on a machine with no API key; replies are weak.
 Prompts are rendered here, not by llama-cpp-python's chat formats (its "gemma" format drops
 system messages, which would lose the memory block). The bundled model is a *base* model with
 no chat template: it continues a plain `User:` / `Assistant:` transcript with a short answer,

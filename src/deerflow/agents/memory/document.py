@@ -1,4 +1,4 @@
-"""The memory document and fact shapes that every backend returns (SPEC §5.2, §5.3).
+"""The memory document and fact shapes that every backend returns (docs/data-format.md).
 
 `get_memory`, `reload_memory`, `export_memory`, `clear_memory`, `import_memory` and
 `create_fact` return a `MemoryDocument`; `search` returns a list of `Fact` dicts. The helpers here

@@ -1,4 +1,4 @@
-"""The tool-mode tools under the import path of SPEC §1: `get_memory_tools()` and their names.
+"""The tool-mode tools under their documented import path: `get_memory_tools()` and their names.
 
 They live in `deerflow.agents.tools.memory_tools`; this module is the documented way in.
 """

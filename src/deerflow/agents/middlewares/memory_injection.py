@@ -1,4 +1,4 @@
-"""Reading memory for a thread's first turn, and the `<memory>` section it becomes (SPEC §6).
+"""Reading memory for a thread's first turn, and the `<memory>` section it becomes.
 
 The read is bounded by a timeout and governed by the backend's read policy; the text is framed
 as data about the user and fenced so that stored memory can never open or close the block.

@@ -1,4 +1,4 @@
-"""`MemoryMiddleware`: persistent memory for any LangChain v1 agent (SPEC §6).
+"""`MemoryMiddleware`: persistent memory for any LangChain v1 agent.
 
 What it does, per run of the agent:
 

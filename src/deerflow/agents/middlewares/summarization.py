@@ -1,4 +1,4 @@
-"""Summarisation of long threads, with a memory flush before anything is dropped (SPEC §6).
+"""Summarisation of long threads, with a memory flush before anything is dropped.
 
 LangChain's `SummarizationMiddleware` replaces the older part of a thread by a summary. The
 subclass here first hands exactly the messages it is about to replace to the memory backend's

@@ -1,7 +1,7 @@
-"""The four memory tools, independent of how they are served (SPEC §6 tool mode, §9.5 MCP).
+"""The four memory tools, independent of how they are served (tool mode, MCP).
 
 Each tool is a `MemoryToolSpec`: a name, a description for the model, a pydantic argument schema
-(the SPEC's arguments, nothing else: identity is never an argument) and a function of
+(the documented arguments, nothing else: identity is never an argument) and a function of
 `(manager, scope, arguments)`. `call_memory_tool` validates raw arguments and runs the tool; it
 never raises: every failure comes back as `{"error": code, "detail": text}`, with the codes of
 the HTTP API. The LangChain tools (`memory_tools`) and the MCP server (`deerflow.mcp_server`)

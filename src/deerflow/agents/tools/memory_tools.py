@@ -1,4 +1,4 @@
-"""Tool mode (SPEC §6): the four memory tools as LangChain tools, and how they join an agent.
+"""Tool mode: the four memory tools as LangChain tools, and how they join an agent.
 
 `get_memory_tools` builds `memory_search`, `memory_add`, `memory_update` and `memory_delete` over
 one manager. Each returns JSON text and never raises. The user comes from the run's runtime

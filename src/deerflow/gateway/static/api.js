@@ -1,5 +1,5 @@
 // The only module that talks to the gateway. Every failure becomes an ApiError carrying the
-// HTTP status and the `{error, detail}` body of SPEC §7, so callers decide by status and code.
+// HTTP status and the `{error, detail}` body of every error, so callers decide by status and code.
 
 const TOKEN_KEY = "deerflow.token";
 

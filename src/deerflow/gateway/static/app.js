@@ -1,4 +1,4 @@
-// The memory page: wires the panels to the gateway routes of SPEC §7.
+// The memory page: wires the panels to the gateway's memory routes.
 
 import { call, setToken } from "./api.js";
 import { newThreadId, sendMessage } from "./chat.js";

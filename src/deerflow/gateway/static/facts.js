@@ -2,7 +2,7 @@
 
 import { el, replaceChildren, timeEl, whileBusy } from "./dom.js";
 
-// SPEC §5.3; the server validates too, this only fills the pickers.
+// docs/data-format.md; the server validates too, this only fills the pickers.
 export const CATEGORIES = [
   "preference",
   "knowledge",

@@ -1,4 +1,4 @@
-// The audit log (SPEC §9.2): one item per change, what it did in words, and a Revert button.
+// The audit log: one item per change, what it did in words, and a Revert button.
 
 import { el, replaceChildren, timeEl, whileBusy } from "./dom.js";
 

@@ -1,5 +1,5 @@
 // What the page tells the user: one status line for successes, one alert for failures, each
-// failure worded by its HTTP status (SPEC §3) and the operation that failed.
+// failure worded by its HTTP status and the operation that failed.
 
 import { hasToken } from "./api.js";
 import { el, replaceChildren } from "./dom.js";

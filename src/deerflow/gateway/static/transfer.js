@@ -1,4 +1,4 @@
-// Export to a file and import from one (SPEC §7: a JSON document or a Markdown zip).
+// Export to a file and import from one (a JSON document or a Markdown zip).
 
 import { call, send } from "./api.js";
 import { download } from "./dom.js";

@@ -1,4 +1,4 @@
-"""The conformance kit for memory backends (SPEC §10.5). Needs pytest, nothing more.
+"""The conformance kit for memory backends. Needs pytest, nothing more.
 
     from deerflow.agents.memory.testing import MemoryManagerConformanceTests
 

@@ -1,4 +1,4 @@
-"""The conformance suite of the `MemoryManager` contract (SPEC §3, §5.2, §10.5).
+"""The conformance suite of the `MemoryManager` contract (docs/conformance.md).
 
 Subclass `MemoryManagerConformanceTests`, give it a `manager` fixture, and every standard
 behaviour of the contract runs against your backend, in both call styles (the sync method, and
@@ -107,7 +107,7 @@ def _probe(operation: str, user_id: str) -> tuple[tuple[Any, ...], dict[str, Any
 
 
 def _document_facts(doc: Any) -> list[dict[str, Any]]:
-    """Assert `doc` is a memory document (SPEC §5.2) with valid facts; return the facts."""
+    """Assert `doc` is a memory document with valid facts; return the facts."""
     assert isinstance(doc, dict), f"expected a memory document (dict), got {type(doc).__name__}"
     assert doc.keys() >= _DOCUMENT_KEYS, f"document lacks keys {_DOCUMENT_KEYS - doc.keys()}"
     assert isinstance(doc["revision"], int)
@@ -496,7 +496,7 @@ class MemoryManagerConformanceTests(ABC):
         """A created fact is found by `search()`, as a fact dict, results best first.
 
         Troubleshooting: index facts on create (synchronously, or flush before returning), and
-        return the §5.2 fact dicts, with an optional `score` in descending order.
+        return the public fact dicts, with an optional `score` in descending order.
         """
         if self.unsupported(call, "search", user_id):
             return
@@ -536,7 +536,7 @@ class MemoryManagerConformanceTests(ABC):
     # -- optional: documents ---------------------------------------------------------------------
 
     def test_get_memory_returns_empty_document(self, call: Call, user_id: str) -> None:
-        """`get_memory()` for a user with no memory returns a §5.2 document with no facts.
+        """`get_memory()` for a user with no memory returns a memory document with no facts.
 
         Troubleshooting: start from `deerflow.agents.memory.document.empty_document()`.
         """
@@ -545,7 +545,7 @@ class MemoryManagerConformanceTests(ABC):
         assert self.facts(call, user_id) == []
 
     def test_export_memory_returns_document(self, call: Call, user_id: str) -> None:
-        """`export_memory()` returns a §5.2 document.
+        """`export_memory()` returns a memory document.
 
         Troubleshooting: export the same shape `get_memory` returns, so `import_memory` takes it.
         """
@@ -568,7 +568,7 @@ class MemoryManagerConformanceTests(ABC):
     def test_import_memory_replaces_bucket(self, call: Call, user_id: str, token: str) -> None:
         """`import_memory()` stores the document's facts and returns the new document.
 
-        Troubleshooting: accept full §5.2 fact dicts; validate them and keep their content.
+        Troubleshooting: accept full public fact dicts; validate them and keep their content.
         """
         if self.unsupported(call, "import_memory", user_id):
             return

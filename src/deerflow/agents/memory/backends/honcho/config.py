@@ -1,4 +1,4 @@
-"""The Honcho backend's own keys under `memory.backend_config`, with their defaults (SPEC §10.3)."""
+"""The Honcho backend's own keys under `memory.backend_config`, with their defaults."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ __all__ = ["FailurePolicy", "HonchoConfig", "parse_config"]
 
 
 class FailurePolicy(BaseModel):
-    """What a failed call does: reads as SPEC §3 says, writes as mem0's `failure_policy.write`."""
+    """What a failed call does: reads per the read policy, writes as mem0's `failure_policy`."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 

@@ -1,4 +1,4 @@
-"""The `honcho` backend: memory kept by a Honcho v3 server (SPEC §10.3).
+"""The `honcho` backend: memory kept by a Honcho v3 server.
 
 Each DeerFlow user gets a workspace of their own, in which the user is the peer `user` and each
 agent a peer `assistant[-<agent>]`; each thread is one session. `add()` sends the turns Honcho

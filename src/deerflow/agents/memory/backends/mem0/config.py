@@ -29,7 +29,7 @@ _ENTITY_ID = r"^\S+$"
 
 
 class FailurePolicy(BaseModel):
-    """What a failed call to mem0 does (SPEC §3)."""
+    """What a failed call to mem0 does."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 

@@ -76,7 +76,7 @@ def newest_first(records: list[Mem0Record]) -> list[Mem0Record]:
 
 
 def document(records: list[Mem0Record]) -> dict[str, Any]:
-    """A memory document (SPEC §5.2) with no summaries: mem0 keeps facts only."""
+    """A memory document with no summaries: mem0 keeps facts only."""
     return {**empty_document(), "facts": facts(newest_first(records))}
 
 

@@ -55,7 +55,7 @@ def render_context(documents: Sequence[Document], max_chars: int) -> str:
 
 
 def as_facts(documents: Sequence[Document]) -> list[dict[str, Any]]:
-    """Search results as fact dicts (SPEC §5.2): the URI is the id, the score the confidence."""
+    """Search results as fact dicts: the URI is the id, the score the confidence."""
     facts = []
     for document in documents:
         meta = document.metadata

@@ -1,4 +1,4 @@
-"""A health report of one fact bucket (SPEC §9.3): what `deerflow memory audit` prints.
+"""A health report of one fact bucket: what `deerflow memory audit` prints.
 
 Read-only and deterministic for a given `now`: exact and near duplicates, stale facts, facts
 never retrieved, secret-looking content and facts without provenance, each as a count, a rate

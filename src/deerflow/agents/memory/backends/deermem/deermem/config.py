@@ -1,4 +1,4 @@
-"""DeerMem's own keys under `memory.backend_config`, with their defaults (SPEC §5)."""
+"""DeerMem's own keys under `memory.backend_config`, with their defaults."""
 
 from __future__ import annotations
 

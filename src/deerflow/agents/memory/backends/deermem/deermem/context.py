@@ -1,4 +1,4 @@
-"""The text DeerMem injects into a prompt (SPEC §5.8), as a pure function of summaries and facts.
+"""The text DeerMem injects into a prompt, as a pure function of summaries and facts.
 
 ```
 User Context:
@@ -48,7 +48,7 @@ from typing import Final
 
 __all__ = ["HISTORY_LABELS", "USER_LABELS", "ContextFact", "format_context"]
 
-# The section keys of memory.json (SPEC §5.2) and their labels in the injected text.
+# The section keys of memory.json and their labels in the injected text.
 USER_LABELS: Final = (
     ("workContext", "Work"),
     ("personalContext", "Personal"),

@@ -1,4 +1,4 @@
-"""Local sentence embeddings for hybrid retrieval (SPEC §8), on by default.
+"""Local sentence embeddings for hybrid retrieval, on by default.
 
 The model is `models/minilm-l6-static`: a static model2vec model distilled once from
 all-MiniLM-L6-v2 (Apache-2.0; `scripts/distill_static_model.py` says how). It ships inside this

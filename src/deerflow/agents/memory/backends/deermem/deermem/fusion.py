@@ -1,4 +1,4 @@
-"""How hybrid retrieval combines the lexical and the semantic ranking (SPEC §8), as pure functions.
+"""How hybrid retrieval combines the lexical and the semantic ranking, as pure functions.
 
 Each ranking's scores are scaled to 0..1 over its own candidates (min-max: the best becomes 1,
 the weakest 0; a single candidate, or all equal, is 1), and a fact's fused score is

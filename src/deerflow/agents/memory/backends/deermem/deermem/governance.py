@@ -90,7 +90,7 @@ def _confidence(fact: Mapping[str, Any]) -> float:
 
 @dataclass(frozen=True, slots=True)
 class CapacityPolicy:
-    """How a full bucket chooses what goes (SPEC §5.7): `confidence` or `hybrid-v1`."""
+    """How a full bucket chooses what goes: `confidence` or `hybrid-v1`."""
 
     max_facts: int
     name: EvictionPolicyName = "confidence"

@@ -1,4 +1,4 @@
-"""The audit log as users see it, and the change that undoes an entry (SPEC §9.2)."""
+"""The audit log as users see it, and the change that undoes an entry."""
 
 from __future__ import annotations
 

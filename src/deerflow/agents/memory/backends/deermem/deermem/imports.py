@@ -1,4 +1,4 @@
-"""Turning an imported memory document into one change that replaces a bucket (SPEC §5.2)."""
+"""Turning an imported memory document into one change that replaces a bucket."""
 
 from __future__ import annotations
 
@@ -137,7 +137,7 @@ def _record(
 
 
 def _unknown_fields(raw: Mapping[str, Any], where: str) -> dict[str, Any]:
-    """The keys SPEC §5.3 does not know, kept as they are ("unknown keys are preserved"); their
+    """The keys the fact file format does not know, kept as they are; their
     text is scanned for secrets with the rest of the fact (`refuse_fact_secrets`).
 
     Raises:
@@ -174,7 +174,7 @@ def _plain_json(value: Any, depth: int = 0) -> bool:
 
 
 def _optional_fields(raw: Mapping[str, Any]) -> dict[str, Any]:
-    """The optional fields of SPEC §5.3 that `raw` has (None counts as absent), checked.
+    """The optional fields of a fact that `raw` has (None counts as absent), checked.
 
     Raises:
         ValueError: `"{field}: ..."` for the first field of the wrong kind.

@@ -1,7 +1,7 @@
-"""`DeerMemMemoryManager`: the default backend, over files and a SQLite FTS5 index (SPEC §5).
+"""`DeerMemMemoryManager`: the default backend, over files and a SQLite FTS5 index.
 
 With `retrieval_embeddings` the index also holds fact vectors of the shipped local model, and
-search, relevance-aware injection and near-duplicate detection use them (SPEC §8).
+search, relevance-aware injection and near-duplicate detection use them.
 """
 
 from __future__ import annotations
@@ -203,7 +203,7 @@ class DeerMemMemoryManager(MemoryManager):
         """The storage layer, for tools that work below the contract (migration, reindex)."""
         return self._storage
 
-    # -- writes through the pipeline (SPEC §5.6) ---------------------------------------------
+    # -- writes through the pipeline ---------------------------------------------------------
 
     def add(
         self,
@@ -612,7 +612,7 @@ class DeerMemMemoryManager(MemoryManager):
 
         return self._retrying(user_id, attempt)
 
-    # -- audit log and undo (SPEC §9.2) ----------------------------------------------------------
+    # -- audit log and undo ----------------------------------------------------------------------
 
     def get_history(
         self, *, user_id: str | None = None, agent_name: str | None = None, limit: int = 100
@@ -740,7 +740,7 @@ class DeerMemMemoryManager(MemoryManager):
         staleness_age_days: int = 90,
         near_duplicate_threshold: float = 0.7,
     ) -> list[dict[str, Any]]:
-        """The memory audit (SPEC §9.3) of every bucket of the user that holds facts."""
+        """The memory audit of every bucket of the user that holds facts."""
         from deerflow.agents.memory.backends.deermem.deermem.audit import audit_bucket
 
         now = datetime.now(UTC)
@@ -763,7 +763,7 @@ class DeerMemMemoryManager(MemoryManager):
     def migrate(
         self, *, dry_run: bool = False, progress: Callable[[int], None] | None = None
     ) -> dict[str, Any]:
-        """Migrate every user's old single-file memory (SPEC §5.1); the report per user.
+        """Migrate every user's old single-file memory; the report per user.
         `progress` is called with the number of users done after each one.
 
         Raises:

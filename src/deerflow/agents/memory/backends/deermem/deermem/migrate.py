@@ -1,4 +1,4 @@
-"""Migration of the old single-file memory layout into the current one (SPEC §5.1).
+"""Migration of the old single-file memory layout into the current one (docs/data-format.md).
 
 Three kinds of legacy file hold a memory document with inline `facts`:
 

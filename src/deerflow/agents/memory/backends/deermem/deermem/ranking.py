@@ -1,4 +1,4 @@
-"""Relevance-aware ordering of facts for a query (SPEC §5.7), as pure functions.
+"""Relevance-aware ordering of facts for a query, as pure functions.
 
 Relevance is lexical: the query's tokens (words, and bigrams of CJK runs) weighted by IDF over
 the facts being ranked, so words every fact shares ("user") count little. A fact's relevance is
@@ -7,7 +7,7 @@ its score is `relevance_weight * relevance + (1 - relevance_weight) * confidence
 `diversity_weight` λ > 0 the order is greedy MMR: each next fact maximises
 `score - λ * max Jaccard(tokens, tokens of the facts already picked)`. Ties keep input order.
 
-Hybrid (SPEC §8): given each fact's cosine similarity to the query, relevance becomes
+Hybrid: given each fact's cosine similarity to the query, relevance becomes
 `(1 - w) * lexical + w * semantic`, `w` = `semantic_weight`, the similarities scaled to 0..1 over
 the facts ranked (`fusion.min_max`), as a hybrid search fuses its two rankings.
 """

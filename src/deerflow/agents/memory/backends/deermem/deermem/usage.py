@@ -1,4 +1,4 @@
-"""Access heat of facts: how often `search` returned them lately (SPEC §5.7, `hybrid-v1`).
+"""Access heat of facts: how often `search` returned them lately (`hybrid-v1`).
 
 One small sidecar per bucket, `agents/{bucket}/.metadata/fact-usage.json`:
 

@@ -265,7 +265,7 @@ class RecordViews:
         return _ContextOrder(facts, _kept(self._context, list(facts.values()), self._new_entry))
 
     def document(self, snapshot: MemorySnapshot) -> dict[str, Any]:
-        """The memory document of a snapshot (SPEC §5.2), facts sorted by id."""
+        """The memory document of a snapshot, facts sorted by id."""
         with self._lock:
             facts = self._bucket(snapshot).copies()
         return {

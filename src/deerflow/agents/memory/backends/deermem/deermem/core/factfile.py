@@ -1,4 +1,7 @@
-"""One fact as a Markdown file: YAML front matter, then `# title` and the content (SPEC §5.3)."""
+"""One fact as a Markdown file: YAML front matter, then `# title` and the content.
+
+The format, key by key, is in docs/data-format.md.
+"""
 
 from __future__ import annotations
 
@@ -25,7 +28,7 @@ __all__ = [
 
 SCHEMA_VERSION: Final = 1
 TITLE_MAX_CHARS: Final = 160
-# Optional fields of SPEC §5.3, written to the file and returned in the public fact dict.
+# Optional fields of a fact, written to the file and returned in the public fact dict.
 OPTIONAL_PUBLIC_FIELDS: Final = (
     "sourceError",
     "expected_valid_days",
@@ -190,7 +193,7 @@ def source_text(source: Any) -> str:
 
 
 def public_fact(record: dict[str, Any]) -> dict[str, Any]:
-    """The fact dict the contract returns (SPEC §5.2)."""
+    """The fact dict the contract returns."""
     fact = {
         "id": record["id"],
         "content": record["content"],

@@ -1,4 +1,4 @@
-"""The retrieval index: a derived SQLite FTS5 index of every user's facts (SPEC §5.5).
+"""The retrieval index: a derived SQLite FTS5 index of every user's facts.
 
 The fact files are the truth; this one database, shared by every scope (a user and an agent
 bucket), can always be rebuilt from them.
@@ -22,7 +22,7 @@ its MATCHes and a Python pass over the facts they matched. Scoring the MATCHes i
 (grouping, joining and sorting through temporary B-trees) took twice as long (docs/benchmarks.md).
 A search reads in one transaction, so the rows and the MATCHes see the same snapshot.
 
-Hybrid retrieval (SPEC §8). Given a `VectorModel`, the index also keeps each fact's vector
+Hybrid retrieval. Given a `VectorModel`, the index also keeps each fact's vector
 (`vectors.py`), and a search fuses the lexical ranking with the semantic one (cosine similarity
 to the query, times the same confidence and recency factors), `fusion.fuse`, over the best
 `CANDIDATES` of each. Reading a scope's vectors costs more than scoring them (about 1.5 ms for

@@ -1,4 +1,4 @@
-"""The on-disk layout of DeerMem (SPEC §5.1) and the names that are safe to put in it."""
+"""The on-disk layout of DeerMem (docs/data-format.md) and the names that are safe to put in it."""
 
 from __future__ import annotations
 

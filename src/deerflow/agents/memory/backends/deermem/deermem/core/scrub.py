@@ -1,4 +1,4 @@
-"""Secret scrubbing (SPEC §9.4): content that looks like a credential is never stored.
+"""Secret scrubbing: content that looks like a credential is never stored.
 
 `find_secret` (the contract's detector, `deerflow.agents.memory.secret_detector`) names the kind
 of secret it sees, or returns None; `refuse_secrets` turns that into the `ValueError` a write path
@@ -27,10 +27,10 @@ def refuse_secrets(text: str, *, field: str = "content") -> None:
         raise ValueError(f"{field}: refused, {reason}; secrets are never stored in memory")
 
 
-# The text a fact record carries besides its id, times and provenance (SPEC §5.3): a secret in
+# The text a fact record carries besides its id, times and provenance: a secret in
 # a correction's `sourceError` reaches the prompt just as one in its content does.
 _FACT_TEXT_FIELDS: Final = ("content", "sourceError", "event_time")
-# The keys SPEC §5.3 knows; any other key (a legacy or hand-written one) is scanned, with its
+# The fact file format's keys; any other key (a legacy or hand-written one) is scanned, with its
 # name, so that `password: ...` is seen. The known ones other than the texts above and `topics`
 # hold ids, times, numbers or provenance.
 _KNOWN: Final = frozenset({*FRONT_MATTER_ORDER, "content"})

@@ -1,6 +1,6 @@
 """Where DeerMem keeps memory: `MemoryStorage`, the seam, and `FileMemoryStorage`, the default.
 
-Layout (SPEC §5.1): `users/{safe id}/memory.json` holds the user's summaries and revision;
+Layout (docs/data-format.md): `users/{safe id}/memory.json` holds the user's summaries and revision;
 each fact is `users/{safe id}/agents/{bucket}/facts/{2 hex}/{fact_id}.md`. Every change is one
 journaled commit (see `journal.py`) that bumps the revision and appends one audit line to
 `history.jsonl`. Readers use a cache that is valid while `memory.json` has the same bytes.
@@ -732,12 +732,12 @@ def _history_side(
     }
 
 
-# The summary sections of SPEC §5.2, by part.
+# The summary sections of memory.json, by part.
 _SUMMARY_SECTIONS: Final = {part: tuple(empty_document()[part]) for part in ("user", "history")}
 
 
 def _check_manifest(document: Any) -> None:
-    """Raise `ValueError` naming what makes `document` other than a `memory.json` (SPEC §5.2)."""
+    """Raise `ValueError` naming what makes `document` other than a `memory.json`."""
     if not isinstance(document, dict) or not isinstance(document.get("revision"), int):
         raise ValueError("not a memory document with an integer revision")
     for part, sections in _SUMMARY_SECTIONS.items():

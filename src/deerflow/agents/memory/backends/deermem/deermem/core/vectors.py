@@ -1,4 +1,4 @@
-"""Fact vectors beside the FTS5 rows of the retrieval index (SPEC §8), as SQL on a connection.
+"""Fact vectors beside the FTS5 rows of the retrieval index, as SQL on a connection.
 
 The stdlib sqlite3 here cannot load extensions (so no sqlite-vec): a vector is a float32 BLOB in
 table `vectors`, keyed by the fact's rowid in `facts`. A scope's vectors are therefore its rowid

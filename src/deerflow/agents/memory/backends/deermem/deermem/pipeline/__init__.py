@@ -1,4 +1,4 @@
-"""DeerMem's write pipeline (SPEC §5.6), one module per concern.
+"""DeerMem's write pipeline, one module per concern.
 
 Step 1 lives in `filtering` and `signals`: `filtering.prepare_conversation` turns a LangChain
 conversation into the user/assistant turns worth extracting from, plus the signals (correction,

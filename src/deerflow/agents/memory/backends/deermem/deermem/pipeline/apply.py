@@ -1,4 +1,4 @@
-"""Turn one extraction into one change of the stored memory (SPEC §5.6 step 5, §5.7).
+"""Turn one extraction into one change of the stored memory.
 
 The order is fixed: reinforcement, summaries, staleness decisions, new facts (with exact and
 near-duplicate merging), the capacity policy, contradiction removals, consolidation. Each step

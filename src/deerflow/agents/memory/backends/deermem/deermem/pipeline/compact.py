@@ -1,4 +1,4 @@
-"""The compact extraction prompt, for small models (SPEC §8.1).
+"""The compact extraction prompt, for small models.
 
 A model with a small context window (the offline Gemma 3 270M is one) cannot follow the full
 prompt: it gets this one instead: a few lines of instruction, one worked example, what the user

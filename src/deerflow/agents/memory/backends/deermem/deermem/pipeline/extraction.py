@@ -1,4 +1,4 @@
-"""DeerMem's extraction step (SPEC §5.6 step 4): one LLM call, then a validation gate.
+"""DeerMem's extraction step: one LLM call, then a validation gate.
 
 `extract` sends the prompt of `prompt.build_messages` (with JSON-schema structured output where
 the model offers it), reads the reply with `parse_reply`, and passes it through `gate`, which

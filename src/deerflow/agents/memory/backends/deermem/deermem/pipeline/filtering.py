@@ -1,4 +1,4 @@
-"""Step 1 of the write pipeline (SPEC §5.6): the turns of a conversation worth extracting from.
+"""Step 1 of the write pipeline: the turns of a conversation worth extracting from.
 
 `prepare_conversation` reads LangChain messages (or plain dicts) and keeps what the user said and
 what the agent finally answered. It drops everything memory must not learn from: tool traffic,

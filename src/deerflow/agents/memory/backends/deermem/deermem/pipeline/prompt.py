@@ -1,4 +1,4 @@
-"""The extraction prompt and the shape of its reply (SPEC §5.6 step 4).
+"""The extraction prompt and the shape of its reply.
 
 The system message is one constant, byte for byte the same on every call, so provider prompt
 caches hit; everything that varies (memory, signals, review candidates, the conversation) goes into

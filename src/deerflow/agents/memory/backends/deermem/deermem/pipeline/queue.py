@@ -1,4 +1,4 @@
-"""DeerMem's durable write queue (SPEC §5.6 steps 2-3, §9.1).
+"""DeerMem's durable write queue (docs/data-format.md, "The queue database").
 
 `add()` hands the conversation to `DurableQueue.put`, which commits it to a SQLite journal
 (`{root}/.queue/pending.sqlite3`) and returns; a daemon worker later calls `process` (the LLM

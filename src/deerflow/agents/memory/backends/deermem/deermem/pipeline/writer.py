@@ -1,4 +1,4 @@
-"""The write pipeline as one object: filter → durable queue → extraction → apply (SPEC §5.6).
+"""The write pipeline as one object: filter → durable queue → extraction → apply.
 
 `add()` only filters and enqueues (durably, before returning); a worker thread of the queue
 runs the extraction of each due conversation and commits its result as one change. Everything

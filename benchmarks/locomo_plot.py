@@ -1,0 +1,82 @@
+"""Plot the LoCoMo retrieval results: recall@10 per question category, one bar per method.
+
+Reads what `benchmarks.locomo_retrieval --json` wrote and writes a PNG:
+
+    uv run --group bench python -m benchmarks.locomo_plot \
+        [--json benchmarks/results/locomo.json] [--png benchmarks/results/locomo.png]
+
+Turns are the documents. DeerMem's methods are measured by that run; the recorded rows (mem0 and
+FTS5's own `bm25()` under the same protocol) are drawn hatched, since this project did not
+measure them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+from typing import Any, Final
+
+RESULTS: Final = Path(__file__).resolve().parent / "results"
+# DeerMem's methods as the benchmark names them, in the order drawn; those a run lacks are left out.
+MEASURED: Final = ("lexical", "hybrid", "hybrid+thread 0.5", "default")
+RECORDED: Final = {
+    "fts5_porter_stop": "FTS5 bm25() (recorded)",
+    "mem0 (faiss+MiniLM)": "mem0 (recorded)",
+}
+DOCUMENTS: Final = "turns"
+
+
+def series(results: dict[str, Any]) -> list[tuple[str, list[float], bool]]:
+    """(label, R@10 of categories 1..4 then all, recorded?) for each method drawn."""
+    categories = sorted(results["protocol"]["categories"])
+    drawn: list[tuple[str, list[float], bool]] = []
+    runs = results["runs"][DOCUMENTS]
+    for method in MEASURED:
+        if method in runs:
+            run = runs[method]
+            values = [run["by_category"][c]["R@10"] for c in categories] + [run["all"]["R@10"]]
+            drawn.append((f"DeerMem {method}", values, False))
+    recorded = results.get("recorded", {}).get(DOCUMENTS, {})
+    for key, label in RECORDED.items():
+        if key in recorded:
+            drawn.append((label, [*recorded[key]["cat10"], recorded[key]["r"][2]], True))
+    return drawn
+
+
+def plot(results: dict[str, Any], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    names = results["protocol"]["categories"]
+    labels = [f"{c} {names[c]}" for c in sorted(names)] + ["all"]
+    drawn = series(results)
+    width = 0.8 / len(drawn)
+    fig, ax = plt.subplots(figsize=(10, 4.2), dpi=80)
+    for i, (label, values, recorded) in enumerate(drawn):
+        xs = [x - 0.4 + width * (i + 0.5) for x in range(len(labels))]
+        ax.bar(xs, values, width, label=label, hatch="//" if recorded else None, alpha=0.85)
+    ax.set_xticks(range(len(labels)), labels)
+    ax.set_ylabel("evidence recall@10")
+    ax.set_ylim(0, 1)
+    ax.set_title(f"LoCoMo retrieval by question category ({DOCUMENTS} as documents)")
+    ax.legend(fontsize="small", ncols=2)
+    ax.grid(axis="y", alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--json", type=Path, default=RESULTS / "locomo.json")
+    parser.add_argument("--png", type=Path, default=RESULTS / "locomo.png")
+    args = parser.parse_args(argv)
+    plot(json.loads(args.json.read_text(encoding="utf-8")), args.png)
+    print(f"wrote {args.png}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,53 @@
+"""The Python snippets of the docs pages run as written, in order, one namespace per page.
+
+A snippet that cannot run on its own (it needs your chat model, your package) is marked with
+`<!-- snippet: not run (why) -->` on the line before its fence. README.md's snippets are
+executed by their own test.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+DOCS = Path(__file__).resolve().parents[1] / "docs"
+FENCE = re.compile(r"(?P<before>[^\n]*)\n```python\n(?P<code>.*?)```", re.S)
+NOT_RUN = re.compile(r"<!-- snippet: not run \(.+\) -->")
+
+
+def snippets(page: Path) -> list[tuple[str, bool]]:
+    """(code, runs?) of each Python fence of `page`, in order."""
+    text = "\n" + page.read_text(encoding="utf-8")
+    return [
+        (match["code"], not match["before"].startswith("<!-- snippet:"))
+        for match in FENCE.finditer(text)
+    ]
+
+
+PAGES = sorted(page for page in DOCS.glob("*.md") if snippets(page))
+
+
+def test_pages_with_snippets_are_found() -> None:
+    assert {"python.md", "backends.md"} <= {page.name for page in PAGES}
+
+
+@pytest.mark.parametrize("page", PAGES, ids=lambda page: page.name)
+def test_snippets_run(page: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("DEER_FLOW_HOME", raising=False)
+    monkeypatch.delenv("DEER_FLOW_CONFIG", raising=False)
+    namespace: dict[str, object] = {"__name__": f"docs_{page.stem}"}
+    for number, (code, runs) in enumerate(snippets(page), 1):
+        if runs:
+            exec(compile(code, f"{page.name}, snippet {number}", "exec"), namespace)
+
+
+@pytest.mark.parametrize("page", PAGES, ids=lambda page: page.name)
+def test_skipped_snippets_say_why(page: Path) -> None:
+    text = page.read_text(encoding="utf-8")
+    for marker in re.findall(r"<!-- snippet:[^\n]*", text):
+        assert NOT_RUN.fullmatch(marker), (
+            f"{page.name}: {marker!r} must read <!-- snippet: not run (why) -->"
+        )

@@ -1,0 +1,32 @@
+"""The LoCoMo plot step draws the committed results: DeerMem's methods measured, the others marked
+recorded, every category and the overall recall."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from pathlib import Path
+
+import pytest
+from benchmarks import locomo_plot
+
+RESULTS = Path(__file__).resolve().parents[1] / "benchmarks" / "results" / "locomo.json"
+
+
+def test_series_take_every_category_from_the_results() -> None:
+    results = json.loads(RESULTS.read_text(encoding="utf-8"))
+    drawn = {label: (values, recorded) for label, values, recorded in locomo_plot.series(results)}
+    values, recorded = drawn["DeerMem lexical"]
+    run = results["runs"]["turns"]["lexical"]
+    assert not recorded
+    assert values == [run["by_category"][c]["R@10"] for c in "1234"] + [run["all"]["R@10"]]
+    assert drawn["mem0 (recorded)"][1] is True
+
+
+@pytest.mark.skipif(
+    importlib.util.find_spec("matplotlib") is None, reason="matplotlib is in the bench group"
+)
+def test_writes_a_png(tmp_path: Path) -> None:
+    png = tmp_path / "locomo.png"
+    locomo_plot.main(["--json", str(RESULTS), "--png", str(png)])
+    assert png.read_bytes().startswith(b"\x89PNG")
