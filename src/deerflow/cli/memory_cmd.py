@@ -18,10 +18,17 @@ import typer
 from rich.markup import escape
 
 from deerflow.agents.memory.extensions import Auditable, MarkdownPortable, Migratable, Reindexable
-from deerflow.agents.memory.manager import FACT_CATEGORIES, MemoryUnsupportedError
+from deerflow.agents.memory.manager import FACT_CATEGORIES, MemoryUnsupportedError, condition
 from deerflow.cli import memory_render as render
 from deerflow.cli.memory_session import confirm, memory_session
-from deerflow.cli.options import AgentOption, ConfigOption, JsonOption, UserOption, YesOption
+from deerflow.cli.options import (
+    AgentOption,
+    ConfigOption,
+    ExpectedRevisionOption,
+    JsonOption,
+    UserOption,
+    YesOption,
+)
 
 app = typer.Typer(help="Inspect and manage stored memory.", no_args_is_help=True)
 facts_app = typer.Typer(help="Add, edit and remove single facts.", no_args_is_help=True)
@@ -158,6 +165,7 @@ def facts_edit(
         str | None, typer.Option("--category", help=f"New category: {CATEGORIES}.")
     ] = None,
     confidence: Annotated[float | None, typer.Option("--confidence", help="New 0..1.")] = None,
+    expected_revision: ExpectedRevisionOption = None,
     config: ConfigOption = None,
     user: UserOption = DEFAULT_USER,
     agent: AgentOption = None,
@@ -168,10 +176,16 @@ def facts_edit(
         if content is None and category is None and confidence is None:
             raise ValueError("nothing to change: pass --content, --category or --confidence")
         document = manager.update_fact(
-            fact_id, content, category, confidence, user_id=user, agent_name=agent
+            fact_id,
+            content,
+            category,
+            confidence,
+            user_id=user,
+            agent_name=agent,
+            **condition(expected_revision),
         )
     if json_output:
-        render.print_json({"fact": _fact(document, fact_id)})
+        render.print_json({"fact": _fact(document, fact_id), "revision": document.get("revision")})
     else:
         render.stdout().print(f"updated {fact_id}")
 
@@ -179,6 +193,7 @@ def facts_edit(
 @facts_app.command("rm")
 def facts_rm(
     fact_id: Annotated[str, typer.Argument(help="The fact to delete (fact_…).")],
+    expected_revision: ExpectedRevisionOption = None,
     yes: YesOption = False,
     config: ConfigOption = None,
     user: UserOption = DEFAULT_USER,
@@ -188,9 +203,11 @@ def facts_rm(
     """Delete one fact (`delete_fact`); `memory revert` can bring it back."""
     with memory_session(config, json_output=json_output) as manager:
         confirm(f"Delete {fact_id}?", yes=yes)
-        manager.delete_fact(fact_id, user_id=user, agent_name=agent)
+        document = manager.delete_fact(
+            fact_id, user_id=user, agent_name=agent, **condition(expected_revision)
+        )
     if json_output:
-        render.print_json({"deleted": fact_id})
+        render.print_json({"deleted": fact_id, "revision": document.get("revision")})
     else:
         render.stdout().print(f"deleted {fact_id}")
 
@@ -245,6 +262,7 @@ def import_(
     path: Annotated[
         Path, typer.Argument(help="A JSON document, or a Markdown export folder.", exists=True)
     ],
+    expected_revision: ExpectedRevisionOption = None,
     yes: YesOption = False,
     config: ConfigOption = None,
     user: UserOption = DEFAULT_USER,
@@ -258,10 +276,14 @@ def import_(
         if path.is_dir():
             if not isinstance(manager, MarkdownPortable):
                 raise MemoryUnsupportedError(type(manager).__name__, "import_markdown")
-            document = manager.import_markdown(path, user_id=user, agent_name=agent)
+            document = manager.import_markdown(
+                path, user_id=user, agent_name=agent, **condition(expected_revision)
+            )
         else:
             data = json.loads(path.read_text(encoding="utf-8"))
-            document = manager.import_memory(data, user_id=user, agent_name=agent)
+            document = manager.import_memory(
+                data, user_id=user, agent_name=agent, **condition(expected_revision)
+            )
     if json_output:
         render.print_json(document)
     else:
@@ -271,6 +293,7 @@ def import_(
 
 @app.command()
 def clear(
+    expected_revision: ExpectedRevisionOption = None,
     yes: YesOption = False,
     config: ConfigOption = None,
     user: UserOption = DEFAULT_USER,
@@ -282,7 +305,9 @@ def clear(
     with memory_session(config, json_output=json_output) as manager:
         confirm(f"Delete {scope} of {user}?", yes=yes)
         before = _memory_or_none(manager, user, agent)
-        document = manager.clear_memory(user_id=user, agent_name=agent)
+        document = manager.clear_memory(
+            user_id=user, agent_name=agent, **condition(expected_revision)
+        )
     if json_output:
         render.print_json(document)
     elif _unchanged(before, document):
@@ -294,6 +319,7 @@ def clear(
 @app.command()
 def revert(
     change_id: Annotated[str, typer.Argument(help="A change id from `deerflow memory history`.")],
+    expected_revision: ExpectedRevisionOption = None,
     yes: YesOption = False,
     config: ConfigOption = None,
     user: UserOption = DEFAULT_USER,
@@ -302,7 +328,7 @@ def revert(
     """Undo one recorded change (`revert_change`); the undo is itself recorded."""
     with memory_session(config, json_output=json_output) as manager:
         confirm(f"Revert {change_id} of {user}?", yes=yes)
-        entry = manager.revert_change(change_id, user_id=user)
+        entry = manager.revert_change(change_id, user_id=user, **condition(expected_revision))
     if json_output:
         render.print_json(entry)
     else:
