@@ -137,4 +137,4 @@ def test_processes_creating_distinct_facts_see_no_conflict(tmp_path: Path) -> No
     assert len(stored) == min(len(committed), 100) == len(set(stored))  # max_facts: 100
     assert set(stored) <= set(committed)
     assert document["revision"] == len(committed)
-    assert len(manager.get_history(user_id="shared", limit=1000)) == len(committed)
+    assert len(manager.get_history(user_id="shared", limit=10_000)) == len(committed)
