@@ -259,7 +259,7 @@ def test_public_names_of_the_manager_module() -> None:
         "parse_backend_config", "OPTIONAL_OPERATIONS", "provided_operations",
         "Fact", "MemoryDocument", "FACT_CATEGORIES", "empty_document",
         "validate_content", "validate_category", "validate_confidence", "utc_now", "import_object",
-        "searchable_query", "checked_text", "is_valid_unicode",
+        "searchable_query", "checked_text", "is_valid_unicode", "check_revision", "condition",
         "DEFAULT_USER", "checked_id", "checked_user_id", "slug_with_digest", "ConversationMessage",
         "MessageRole", "read_message", "is_hidden", "is_memory_injection", "strip_memory_blocks",
         "strip_upload_blocks", "keep_hidden_message", "is_harness_message",
