@@ -9,8 +9,11 @@ from __future__ import annotations
 
 import json
 import os
+import random
+import signal
 import subprocess
 import sys
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -138,3 +141,54 @@ def test_processes_creating_distinct_facts_see_no_conflict(tmp_path: Path) -> No
     assert set(stored) <= set(committed)
     assert document["revision"] == len(committed)
     assert len(manager.get_history(user_id="shared", limit=10_000)) == len(committed)
+
+
+def test_kill_9_during_concurrent_creates_loses_no_acknowledged_create(tmp_path: Path) -> None:
+    """Two processes create facts for one user (overtaking each other) and are killed at a
+    random moment, again and again: every create they acknowledged is stored, nothing else but
+    the one each had in flight, and the memory reads back whole."""
+    rng = random.Random(2112)
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    acknowledged: set[str] = set()
+    possible: set[str] = set()
+    for round_ in range(150 if LONG else 6):
+        user = f"kill-{round_ % 3}"  # memory that earlier kills left behind is written again
+        writers = [
+            subprocess.Popen(
+                [
+                    *(sys.executable, "-m", "tests.deermem.crash_writer"),
+                    *(str(tmp_path), user, "60", "creates", f"r{round_}{name}"),
+                ],
+                stdout=subprocess.PIPE,
+                text=True,
+                cwd=REPO,
+                env=env,
+            )
+            for name in "ab"
+        ]
+        for writer in writers:
+            assert writer.stdout is not None
+            assert writer.stdout.readline() == "ready\n"
+        time.sleep(rng.uniform(0.05, 0.4))
+        for writer in writers:
+            writer.send_signal(signal.SIGKILL)
+        for name, writer in zip("ab", writers, strict=True):
+            writer.wait()
+            assert writer.stdout is not None
+            printed = writer.stdout.read().split("\n")[:-1]
+            acknowledged.update(f"{user}/{line}" for line in printed)
+            possible.update(f"{user}/r{round_}{name} fact {i}" for i in range(len(printed) + 1))
+    assert len(acknowledged) > 20
+    manager = make(tmp_path)
+    stored: set[str] = set()
+    for n in range(3):
+        user = f"kill-{n}"
+        document = manager.get_memory(user_id=user)
+        stored.update(f"{user}/{fact['content']}" for fact in document["facts"])
+        history = manager.get_history(user_id=user, limit=10_000)
+        assert [entry["revision"] for entry in history] == list(range(document["revision"], 0, -1))
+        assert {f["content"] for f in manager.search("fact", top_k=500, user_id=user)} == {
+            fact["content"] for fact in document["facts"]
+        }
+    assert acknowledged <= stored, "an acknowledged create was lost"
+    assert stored <= acknowledged | possible
