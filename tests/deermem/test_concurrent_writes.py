@@ -11,8 +11,6 @@ import json
 import os
 import random
 import signal
-import subprocess
-import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -23,8 +21,8 @@ import pytest
 from deerflow.agents.memory.backends.deermem import DeerMemMemoryManager
 from deerflow.agents.memory.backends.deermem.deermem.core.changes import ChangeSet, CommitResult
 from deerflow.agents.memory.manager import DuplicateFactError, MemoryConflictError
+from tests.deermem.storage_helpers import spawn
 
-REPO = Path(__file__).resolve().parents[2]
 LONG = os.environ.get("DEERFLOW_LONG_TESTS") == "1"
 
 
@@ -110,18 +108,8 @@ def test_a_malformed_expected_revision_is_bad_input(tmp_path: Path, value: objec
 def test_processes_creating_distinct_facts_see_no_conflict(tmp_path: Path) -> None:
     """8 processes creating distinct facts for one user, past the bucket's capacity."""
     per_process = 200 if LONG else 25
-    env = {**os.environ, "PYTHONPATH": str(REPO)}
     writers = [
-        subprocess.Popen(
-            [
-                *(sys.executable, "-m", "tests.deermem.concurrent_writer"),
-                *(str(tmp_path), "shared", f"p{i}", str(per_process), "manager"),
-            ],
-            stdout=subprocess.PIPE,
-            text=True,
-            cwd=REPO,
-            env=env,
-        )
+        spawn("concurrent_writer", str(tmp_path), "shared", f"p{i}", str(per_process), "manager")
         for i in range(8)
     ]
     committed: list[str] = []
@@ -148,22 +136,12 @@ def test_kill_9_during_concurrent_creates_loses_no_acknowledged_create(tmp_path:
     random moment, again and again: every create they acknowledged is stored, nothing else but
     the one each had in flight, and the memory reads back whole."""
     rng = random.Random(2112)
-    env = {**os.environ, "PYTHONPATH": str(REPO)}
     acknowledged: set[str] = set()
     possible: set[str] = set()
     for round_ in range(150 if LONG else 6):
         user = f"kill-{round_ % 3}"  # memory that earlier kills left behind is written again
         writers = [
-            subprocess.Popen(
-                [
-                    *(sys.executable, "-m", "tests.deermem.crash_writer"),
-                    *(str(tmp_path), user, "60", "creates", f"r{round_}{name}"),
-                ],
-                stdout=subprocess.PIPE,
-                text=True,
-                cwd=REPO,
-                env=env,
-            )
+            spawn("crash_writer", str(tmp_path), user, "60", "creates", f"r{round_}{name}")
             for name in "ab"
         ]
         for writer in writers:

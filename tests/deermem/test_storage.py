@@ -26,7 +26,7 @@ from deerflow.agents.memory.manager import (
     MemoryConflictError,
     MemoryCorruptionError,
 )
-from tests.deermem.storage_helpers import create, fact, storage_at
+from tests.deermem.storage_helpers import create, fact, spawn, storage_at
 
 REPO = Path(__file__).resolve().parents[2]
 # DEERFLOW_LONG_TESTS=1 runs the kill loops for long: hundreds of kills instead of a dozen.
@@ -577,25 +577,7 @@ def test_sigkill_during_multi_file_writes_loses_nothing_committed(tmp_path: Path
 
 
 def test_concurrent_processes_lose_no_acknowledged_write(tmp_path: Path) -> None:
-    env = {**os.environ, "PYTHONPATH": str(REPO)}
-    writers = [
-        subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "tests.deermem.concurrent_writer",
-                str(tmp_path),
-                "shared",
-                f"p{i}",
-                "25",
-            ],
-            stdout=subprocess.PIPE,
-            text=True,
-            cwd=REPO,
-            env=env,
-        )
-        for i in range(8)
-    ]
+    writers = [spawn("concurrent_writer", str(tmp_path), "shared", f"p{i}", "25") for i in range(8)]
     committed: list[str] = []
     conflicts: list[str] = []
     for writer in writers:
