@@ -15,6 +15,10 @@ from deerflow.agents.memory.backends.deermem.deermem.core.storage import FileMem
 
 NOW = "2026-12-01T10:00:00Z"
 REPO = Path(__file__).resolve().parents[2]
+LONG = os.environ.get("DEERFLOW_LONG_TESTS") == "1"
+"""DEERFLOW_LONG_TESTS=1: the kill and concurrency loops run long (hundreds of kills); such a
+test is marked `@pytest.mark.timeout(LONG_TIMEOUT)`."""
+LONG_TIMEOUT = 3600 if LONG else 300
 
 
 def storage_at(root: Path, **settings: Any) -> FileMemoryStorage:

@@ -8,7 +8,6 @@ a conflict; a write given `expected_revision` is never redone.
 from __future__ import annotations
 
 import json
-import os
 import random
 import signal
 import time
@@ -21,9 +20,7 @@ import pytest
 from deerflow.agents.memory.backends.deermem import DeerMemMemoryManager
 from deerflow.agents.memory.backends.deermem.deermem.core.changes import ChangeSet, CommitResult
 from deerflow.agents.memory.manager import DuplicateFactError, MemoryConflictError
-from tests.deermem.storage_helpers import spawn
-
-LONG = os.environ.get("DEERFLOW_LONG_TESTS") == "1"
+from tests.deermem.storage_helpers import LONG, LONG_TIMEOUT, spawn
 
 
 def make(root: Path, **settings: Any) -> DeerMemMemoryManager:
@@ -105,6 +102,7 @@ def test_a_malformed_expected_revision_is_bad_input(tmp_path: Path, value: objec
     assert len(manager.get_memory()["facts"]) == 1
 
 
+@pytest.mark.timeout(LONG_TIMEOUT)
 def test_processes_creating_distinct_facts_see_no_conflict(tmp_path: Path) -> None:
     """8 processes creating distinct facts for one user, past the bucket's capacity."""
     per_process = 200 if LONG else 25
@@ -131,6 +129,7 @@ def test_processes_creating_distinct_facts_see_no_conflict(tmp_path: Path) -> No
     assert len(manager.get_history(user_id="shared", limit=10_000)) == len(committed)
 
 
+@pytest.mark.timeout(LONG_TIMEOUT)
 def test_kill_9_during_concurrent_creates_loses_no_acknowledged_create(tmp_path: Path) -> None:
     """Two processes create facts for one user (overtaking each other) and are killed at a
     random moment, again and again: every create they acknowledged is stored, nothing else but

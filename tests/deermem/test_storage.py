@@ -26,11 +26,9 @@ from deerflow.agents.memory.manager import (
     MemoryConflictError,
     MemoryCorruptionError,
 )
-from tests.deermem.storage_helpers import create, fact, spawn, storage_at
+from tests.deermem.storage_helpers import LONG, LONG_TIMEOUT, create, fact, spawn, storage_at
 
 REPO = Path(__file__).resolve().parents[2]
-# DEERFLOW_LONG_TESTS=1 runs the kill loops for long: hundreds of kills instead of a dozen.
-LONG = os.environ.get("DEERFLOW_LONG_TESTS") == "1"
 
 
 def test_layout_keeps_summaries_and_facts_apart(tmp_path: Path) -> None:
@@ -534,6 +532,7 @@ def _check_crash_invariants(root: Path, user: str) -> int:
     return n
 
 
+@pytest.mark.timeout(LONG_TIMEOUT)
 def test_sigkill_during_multi_file_writes_loses_nothing_committed(tmp_path: Path) -> None:
     rng = random.Random(1234)
     committed = 0
