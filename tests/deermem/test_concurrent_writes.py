@@ -11,6 +11,7 @@ import json
 import random
 import signal
 import time
+import uuid
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -18,6 +19,7 @@ from typing import Any
 import pytest
 
 from deerflow.agents.memory.backends.deermem import DeerMemMemoryManager
+from deerflow.agents.memory.backends.deermem.deermem import manager as manager_module
 from deerflow.agents.memory.backends.deermem.deermem.core.changes import ChangeSet, CommitResult
 from deerflow.agents.memory.manager import DuplicateFactError, MemoryConflictError
 from tests.deermem.storage_helpers import LONG, LONG_TIMEOUT, spawn
@@ -169,3 +171,18 @@ def test_kill_9_during_concurrent_creates_loses_no_acknowledged_create(tmp_path:
         }
     assert acknowledged <= stored, "an acknowledged create was lost"
     assert stored <= acknowledged | possible
+
+
+def test_an_overtaken_create_whose_id_was_taken_meanwhile_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Ids are fresh uuids, or the caller's own choice: either way a create never overwrites
+    a fact that took its id in between."""
+    same = uuid.UUID(int=7)
+    monkeypatch.setattr(manager_module.uuid, "uuid4", lambda: same)
+    mine, other = make(tmp_path), make(tmp_path)
+    overtaken(mine, lambda: other.create_fact("Drinks tea"))
+    with pytest.raises(DuplicateFactError) as refused:
+        mine.create_fact("Lives in Lisbon")
+    assert refused.value.existing_fact_id == f"fact_{same.hex}"
+    assert [f["content"] for f in other.get_memory()["facts"]] == ["Drinks tea"]

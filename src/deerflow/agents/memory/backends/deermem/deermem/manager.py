@@ -53,6 +53,7 @@ from deerflow.agents.memory.backends.deermem.deermem.migrate import find_legacy,
 from deerflow.agents.memory.backends.deermem.deermem.usage import FactUsage
 from deerflow.agents.memory.backends.deermem.deermem.views import RecordViews
 from deerflow.agents.memory.manager import (
+    DuplicateFactError,
     FactNotFoundError,
     MemoryConflictError,
     MemoryManager,
@@ -421,6 +422,11 @@ class DeerMemMemoryManager(MemoryManager):
                 )
 
             def rebase_onto(facts: Mapping[str, Mapping[str, Any]]) -> ChangeSet:
+                if record["id"] in facts:  # the new fact's id must still be free
+                    raise DuplicateFactError(
+                        f"a fact with this id already exists: {record['id']}",
+                        existing_fact_id=record["id"],
+                    )
                 texts = [normalized(fact["content"]) for fact in facts.values()]
                 refuse_duplicate(list(facts), texts, text)
                 # Stamped anew: the facts committed meanwhile must not make it look older.
