@@ -208,8 +208,41 @@ def test_facts_rm_with_yes_deletes(run: Any, library: MemoryManager) -> None:
     result = run("facts", "rm", gone, "--yes", "--json")
 
     assert result.exit_code == 0, result.output
-    assert json.loads(result.stdout) == {"deleted": gone}
+    assert json.loads(result.stdout) == {"deleted": gone, "revision": 3}
     assert [f["id"] for f in library.get_memory()["facts"]] == [keep]
+
+
+def test_a_write_at_a_stale_expected_revision_changes_nothing(
+    run: Any, library: MemoryManager
+) -> None:
+    fact_id = add(library, "Uses vim")
+    seen = library.get_memory()["revision"]
+    add(library, "Written by someone else meanwhile")
+    stale = ("--expected-revision", str(seen))
+
+    edited = run("facts", "edit", fact_id, "--content", "Uses neovim", *stale)
+    removed = run("facts", "rm", fact_id, "--yes", *stale)
+    cleared = run("clear", "--yes", *stale)
+
+    for result in (edited, removed, cleared):
+        assert result.exit_code == 4, result.output
+        assert "conflict" in result.stderr
+    assert contents(library) == {"Uses vim", "Written by someone else meanwhile"}
+    current = str(library.get_memory()["revision"])
+    result = run("facts", "edit", fact_id, "--content", "Uses neovim", "--json", "-n", current)
+    assert result.exit_code == 2  # no short form: a revision is never typed by accident
+    result = run(
+        "facts",
+        "edit",
+        fact_id,
+        "--content",
+        "Uses neovim",
+        "--json",
+        "--expected-revision",
+        current,
+    )
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["revision"] == int(current) + 1
 
 
 # -- errors by type -------------------------------------------------------------------------------

@@ -261,7 +261,7 @@ def test_public_names_of_the_manager_module() -> None:
         "Fact", "MemoryDocument", "FACT_CATEGORIES", "MAX_TEXT_CHARS", "empty_document",
         "find_secret",
         "validate_content", "validate_category", "validate_confidence", "utc_now", "import_object",
-        "searchable_query", "checked_text", "is_valid_unicode",
+        "searchable_query", "checked_text", "is_valid_unicode", "check_revision", "condition",
         "SUMMARY_SECTIONS", "validate_summary_section",
         "DEFAULT_USER", "checked_id", "checked_user_id", "slug_with_digest", "ConversationMessage",
         "MessageRole", "read_message", "is_hidden", "is_memory_injection", "strip_memory_blocks",

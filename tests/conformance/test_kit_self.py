@@ -157,6 +157,21 @@ BROKEN_BACKENDS = textwrap.dedent(
             raise NotImplementedError
 
 
+    class UnconditionalManager(InMemoryMemoryManager):
+        """Claims conditional writes but drops the condition of update_fact."""
+
+        def update_fact(self, fact_id, content=None, category=None, confidence=None, *,
+                        user_id=None, agent_name=None, expected_revision=None):
+            return super().update_fact(fact_id, content, category, confidence, user_id=user_id,
+                                       agent_name=agent_name)
+
+
+    class TestUnconditional(MemoryManagerConformanceTests):
+        @pytest.fixture
+        def manager(self, tmp_path: Path) -> UnconditionalManager:
+            return UnconditionalManager.from_config({"storage_path": str(tmp_path)})
+
+
     class TestLeaky(MemoryManagerConformanceTests):
         @pytest.fixture
         def manager(self, tmp_path: Path) -> LeakyManager:
@@ -184,4 +199,7 @@ def test_kit_fails_broken_backends(pytester: pytest.Pytester) -> None:
         assert f"TestLeaky::test_facts_do_not_leak_between_users[{style}]" in failed
         assert f"TestBareNotImplemented::test_get_memory_returns_empty_document[{style}]" in failed
         assert f"TestBareNotImplemented::test_errors_are_typed[{style}]" in failed
+        assert (
+            f"TestUnconditional::test_expected_revision_is_honoured_or_refused[{style}]" in failed
+        )
     assert not any(nodeid.startswith("TestLeaky::test_create_fact_") for nodeid in failed)

@@ -1,7 +1,11 @@
-"""A child process that commits numbered multi-fact writes until it is killed.
+"""A child process that writes until it is killed, printing each acknowledged write.
 
-Write n adds three facts tagged `w{n}-a/b/c`, deletes the three of write n-1 and sets the work
-summary to `write n`: after a crash, each write must be either wholly there or wholly absent.
+`commits` mode (the default) commits numbered multi-fact writes through the storage: write n
+adds three facts tagged `w{n}-a/b/c`, deletes the three of write n-1 and sets the work summary
+to `write n`, so after a crash each write must be either wholly there or wholly absent.
+
+`creates` mode calls the contract's `create_fact` with `{name} fact {i}`, as the gateway does;
+run two at once and the creates overtake each other (rebased in the commit).
 """
 
 from __future__ import annotations
@@ -10,10 +14,11 @@ import sys
 from pathlib import Path
 
 from deerflow.agents.memory.backends.deermem.deermem.core.changes import ChangeSet
+from deerflow.agents.memory.backends.deermem.deermem.manager import DeerMemMemoryManager
 from tests.deermem.storage_helpers import fact, storage_at
 
 
-def main(root: str, user: str, count: int) -> None:
+def commits(root: str, user: str, count: int) -> None:
     storage = storage_at(Path(root))
     for _ in range(count):
         snapshot = storage.load(user, None)
@@ -30,5 +35,18 @@ def main(root: str, user: str, count: int) -> None:
         print(n, flush=True)
 
 
+def creates(root: str, user: str, count: int, name: str) -> None:
+    manager = DeerMemMemoryManager.from_config({"storage_path": root, "max_facts": 500})
+    print("ready", flush=True)
+    for i in range(count):
+        content = f"{name} fact {i}"
+        manager.create_fact(content, user_id=user)
+        print(content, flush=True)
+
+
 if __name__ == "__main__":
-    main(sys.argv[1], sys.argv[2], int(sys.argv[3]))
+    root, user, count, *mode = sys.argv[1:]
+    if mode and mode[0] == "creates":
+        creates(root, user, int(count), mode[1])
+    else:
+        commits(root, user, int(count))

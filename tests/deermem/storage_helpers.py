@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 import uuid
 from pathlib import Path
 from typing import Any
@@ -11,6 +14,11 @@ from deerflow.agents.memory.backends.deermem.deermem.core.changes import ChangeS
 from deerflow.agents.memory.backends.deermem.deermem.core.storage import FileMemoryStorage
 
 NOW = "2026-12-01T10:00:00Z"
+REPO = Path(__file__).resolve().parents[2]
+LONG = os.environ.get("DEERFLOW_LONG_TESTS") == "1"
+"""DEERFLOW_LONG_TESTS=1: the kill and concurrency loops run long (hundreds of kills); such a
+test is marked `@pytest.mark.timeout(LONG_TIMEOUT)`."""
+LONG_TIMEOUT = 3600 if LONG else 300
 
 
 def storage_at(root: Path, **settings: Any) -> FileMemoryStorage:
@@ -49,3 +57,14 @@ def reopened(manager: Any) -> Any:
     """A manager of its own on `manager`'s storage, as another process would have: nothing it
     holds is shared with `manager` (caches, index connection)."""
     return type(manager).from_config(dict(manager.backend_config))
+
+
+def spawn(module: str, *args: str) -> subprocess.Popen[str]:
+    """`python -m tests.deermem.<module> args...` from the repository, its stdout piped."""
+    return subprocess.Popen(
+        [sys.executable, "-m", f"tests.deermem.{module}", *args],
+        stdout=subprocess.PIPE,
+        text=True,
+        cwd=REPO,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+    )

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -104,3 +105,128 @@ def test_a_pending_journal_naming_a_file_outside_the_user_is_refused(
     with pytest.raises(MemoryCorruptionError, match="not inside the user's directory"):
         reopened(manager).get_memory(user_id="u")
     assert outside.read_bytes() == b"not memory"
+
+
+def stored_files(manager: DeerMemMemoryManager) -> dict[str, bytes]:
+    """Every file of the user, lock file aside: what a refused operation must leave alone."""
+    root = user_dir(manager)
+    return {
+        str(p.relative_to(root)): p.read_bytes()
+        for p in root.rglob("*")
+        if p.is_file() and p.name != ".memory.lock"
+    }
+
+
+def refusals(manager: DeerMemMemoryManager) -> list[Callable[[], object]]:
+    """What a user does next: reads, a write, a search, a reindex (each in a fresh process too)."""
+    return [
+        lambda: manager.get_memory(user_id="u"),
+        lambda: reopened(manager).get_context("u"),
+        lambda: manager.create_fact("Lives in Porto", user_id="u"),
+        lambda: reopened(manager).search("tea", user_id="u"),
+        lambda: reopened(manager).reindex(),
+    ]
+
+
+@pytest.mark.parametrize(
+    ("value", "named"),
+    [(10**30, "revision 10"), (True, "revision True"), (-3, "revision -3"), ("5", "revision '5'")],
+)
+def test_a_memory_json_revision_out_of_range_is_corruption(
+    manager: DeerMemMemoryManager, value: object, named: str
+) -> None:
+    manager.create_fact("Drinks tea", user_id="u")
+    manifest = user_dir(manager) / "memory.json"
+    manifest.write_text(
+        manifest.read_text().replace('"revision": 1', f'"revision": {json.dumps(value)}')
+    )
+    before = stored_files(manager)
+    for call in refusals(manager):
+        with pytest.raises(
+            MemoryCorruptionError, match=f"memory.json: unreadable: {re.escape(named)}"
+        ):
+            call()
+    assert stored_files(manager) == before
+
+
+def test_a_fact_revision_out_of_range_is_corruption(manager: DeerMemMemoryManager) -> None:
+    _, fact_id = manager.create_fact("Drinks tea", user_id="u")
+    [path] = user_dir(manager).rglob(f"{fact_id}.md")
+    path.write_text(path.read_text().replace("revision: 1", f"revision: {10**30}"))
+    before = stored_files(manager)
+    with pytest.raises(MemoryCorruptionError, match=re.escape(str(path))):
+        reopened(manager).reindex()
+    with pytest.raises(MemoryCorruptionError, match="not a non-negative 64-bit integer"):
+        manager.update_fact(fact_id, "Drinks coffee", user_id="u")
+    assert stored_files(manager) == before
+
+
+def test_a_memory_json_naming_another_user_is_corruption(
+    manager: DeerMemMemoryManager,
+) -> None:
+    manager.create_fact("Drinks tea", user_id="u")
+    manager.create_fact("Drinks coffee", user_id="v")
+    manifest = user_dir(manager) / "memory.json"
+    manifest.write_text(manifest.read_text().replace('"userId": "u"', '"userId": "v"'))
+    before = stored_files(manager)
+    for call in refusals(manager):
+        with pytest.raises(MemoryCorruptionError, match=r"userId 'v' is not the user"):
+            call()
+    assert stored_files(manager) == before
+
+
+def test_a_directory_where_a_fact_file_belongs_is_corruption(
+    manager: DeerMemMemoryManager,
+) -> None:
+    _, fact_id = manager.create_fact("Drinks tea", user_id="u")
+    assert fact_id
+    [path] = user_dir(manager).rglob(f"{fact_id}.md")
+    path.unlink()
+    (path / "inside.txt").parent.mkdir()
+    before = stored_files(manager)
+    for call in (
+        lambda: reopened(manager).reload_memory(user_id="u"),
+        lambda: manager.reload_memory(user_id="u"),
+        lambda: reopened(manager).reindex(),
+        lambda: reopened(manager).update_fact(fact_id, "Drinks coffee", user_id="u"),
+    ):
+        with pytest.raises(MemoryCorruptionError, match=f"{re.escape(str(path))}: a directory"):
+            call()
+    assert stored_files(manager) == before
+
+
+def test_a_directory_where_memory_json_belongs_is_corruption(
+    manager: DeerMemMemoryManager,
+) -> None:
+    manager.create_fact("Drinks tea", user_id="u")
+    manifest = user_dir(manager) / "memory.json"
+    manifest.unlink()
+    manifest.mkdir()
+    with pytest.raises(MemoryCorruptionError, match=r"memory\.json: a directory"):
+        reopened(manager).get_memory(user_id="u")
+
+
+def test_a_torn_history_tail_is_refused_before_the_next_append(
+    manager: DeerMemMemoryManager,
+) -> None:
+    manager.create_fact("Drinks tea", user_id="u")
+    history = user_dir(manager) / "history.jsonl"
+    with open(history, "ab") as handle:
+        handle.write(b'{"change_id": "chg_torn", "at": "2026')
+    before = stored_files(manager)
+    for writer in (reopened(manager), manager):
+        with pytest.raises(
+            MemoryCorruptionError, match=r"history\.jsonl: its last line .* cut off"
+        ):
+            writer.create_fact("Lives in Porto", user_id="u")
+    assert stored_files(manager) == before  # neither extended nor anything else written
+
+
+def test_a_last_history_entry_without_its_newline_gets_one(
+    manager: DeerMemMemoryManager,
+) -> None:
+    manager.create_fact("Drinks tea", user_id="u")
+    history = user_dir(manager) / "history.jsonl"
+    history.write_bytes(history.read_bytes().rstrip(b"\n"))  # as an editor may save it
+    reopened(manager).create_fact("Lives in Porto", user_id="u")
+    assert [entry["revision"] for entry in manager.get_history(user_id="u")] == [2, 1]

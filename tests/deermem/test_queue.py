@@ -679,3 +679,52 @@ def test_two_processes_on_one_journal_process_each_item_once(
     assert sorted(recorded(record)) == sorted(threads)
     pids = {line.split()[0] for line in record.read_text().splitlines()}
     assert len(pids) == 2  # both took part
+
+
+def _claim_as(journal: Path, owner: str, now: float) -> None:
+    """Write a live claim of `owner` on every item, as its queue object would have."""
+    with closing(sqlite3.connect(journal)) as conn, conn:
+        conn.execute("UPDATE items SET claimed_by = ?, claimed_until = ?", (owner, now + 600))
+
+
+@pytest.mark.parametrize("instance_file", [True, False], ids=["left-behind", "absent"])
+def test_a_restart_with_the_same_pid_takes_its_predecessors_claims_at_once(
+    journal: Path, make_queue: MakeQueue, recorder: Recorder, clock: FakeClock, instance_file: bool
+) -> None:
+    """PID 1 in a container: the predecessor was this very pid, and its claims are stale."""
+    make_queue().put(KEY, conversation(2))
+    dead = "0123456789abcdef0123456789abcdef"
+    owners = journal.with_name(f"{journal.name}.owners")
+    if instance_file:  # killed: its file stays, unlocked (the kernel released the lock)
+        (owners / f"{dead}.lock").touch()
+    _claim_as(journal, f"{os.getpid()}:{dead}", clock.now)
+    restarted = make_queue()
+    assert restarted.flush(2)
+    assert recorder.threads() == ["t1"]
+
+
+def test_a_live_queue_objects_claims_are_respected_even_within_one_process(
+    journal: Path, make_queue: MakeQueue, recorder: Recorder, clock: FakeClock
+) -> None:
+    holder = make_queue()
+    holder.put(KEY, conversation(2))
+    _claim_as(journal, holder._token, clock.now)
+    other = make_queue()
+    assert not other.flush(0.3)
+    assert recorder.items == []
+    holder.close()  # gone: its claim is free at once, not after the lease
+    assert other.flush(2)
+    assert recorder.threads() == ["t1"]
+
+
+def test_instance_files_of_gone_queues_are_swept_and_live_ones_kept(
+    journal: Path, make_queue: MakeQueue
+) -> None:
+    owners = journal.with_name(f"{journal.name}.owners")
+    live = make_queue()
+    (owners / "deadbeef.lock").touch()
+    make_queue()
+    assert not (owners / "deadbeef.lock").exists()
+    assert (owners / f"{live._instance}.lock").exists()
+    live.close()
+    assert not (owners / f"{live._instance}.lock").exists()

@@ -54,6 +54,7 @@ def test_a_fact_is_created_read_updated_and_deleted(client: httpx.Client) -> Non
     assert created["content"] == TEA["content"]
     assert created["category"] == "preference"
     assert created["id"].startswith("fact_")
+    assert created["revision"] == 1  # the memory's revision after the write
     document = client.get("/api/memory").json()
     assert [fact["id"] for fact in document["facts"]] == [created["id"]]
     assert set(document["user"]) == {"workContext", "personalContext", "topOfMind"}
@@ -62,11 +63,12 @@ def test_a_fact_is_created_read_updated_and_deleted(client: httpx.Client) -> Non
     assert patched.status_code == 200, patched.text
     assert patched.json()["content"] == "Drinks sencha"
     assert patched.json()["category"] == "preference"
+    assert patched.json()["revision"] == 2
     assert contents(client) == ["Drinks sencha"]
 
     deleted = client.delete(f"/api/memory/facts/{created['id']}")
     assert deleted.status_code == 200
-    assert deleted.json() == {"deleted": created["id"]}
+    assert deleted.json() == {"deleted": created["id"], "revision": 3}
     assert contents(client) == []
 
 

@@ -22,12 +22,20 @@ from deerflow.agents.memory.manager import (
     FACT_CATEGORIES,
     FactNotFoundError,
     MemoryUnsupportedError,
+    condition,
     validate_category,
 )
 from deerflow.cli import memory_render as render
 from deerflow.cli.ids import MIN_PREFIX, resolve_change_id, resolve_fact_id
 from deerflow.cli.memory_session import confirm, memory_session
-from deerflow.cli.options import AgentOption, ConfigOption, JsonOption, UserOption, YesOption
+from deerflow.cli.options import (
+    AgentOption,
+    ConfigOption,
+    ExpectedRevisionOption,
+    JsonOption,
+    UserOption,
+    YesOption,
+)
 
 app = typer.Typer(help="Inspect and manage stored memory.", no_args_is_help=True)
 facts_app = typer.Typer(help="List, show, add, edit and remove single facts.", no_args_is_help=True)
@@ -219,6 +227,7 @@ def facts_edit(
         str | None, typer.Option("--category", help=f"New category: {CATEGORIES}.")
     ] = None,
     confidence: Annotated[float | None, typer.Option("--confidence", help="New 0..1.")] = None,
+    expected_revision: ExpectedRevisionOption = None,
     config: ConfigOption = None,
     user: UserOption = DEFAULT_USER,
     agent: AgentOption = None,
@@ -230,10 +239,16 @@ def facts_edit(
             raise ValueError("nothing to change: pass --content, --category or --confidence")
         fact_id = resolve_fact_id(manager, fact_id, user_id=user, agent_name=agent)
         document = manager.update_fact(
-            fact_id, content, category, confidence, user_id=user, agent_name=agent
+            fact_id,
+            content,
+            category,
+            confidence,
+            user_id=user,
+            agent_name=agent,
+            **condition(expected_revision),
         )
     if json_output:
-        render.print_json({"fact": _fact(document, fact_id)})
+        render.print_json({"fact": _fact(document, fact_id), "revision": document.get("revision")})
     else:
         render.stdout().print(f"updated {fact_id}")
 
@@ -241,6 +256,7 @@ def facts_edit(
 @facts_app.command("rm")
 def facts_rm(
     fact_id: Annotated[str, typer.Argument(help=FACT_ID_HELP.format(what="The fact to delete"))],
+    expected_revision: ExpectedRevisionOption = None,
     yes: YesOption = False,
     config: ConfigOption = None,
     user: UserOption = DEFAULT_USER,
@@ -251,9 +267,11 @@ def facts_rm(
     with memory_session(config, json_output=json_output) as manager:
         fact_id = resolve_fact_id(manager, fact_id, user_id=user, agent_name=agent)
         confirm(f"Delete {fact_id}?", yes=yes)
-        manager.delete_fact(fact_id, user_id=user, agent_name=agent)
+        document = manager.delete_fact(
+            fact_id, user_id=user, agent_name=agent, **condition(expected_revision)
+        )
     if json_output:
-        render.print_json({"deleted": fact_id})
+        render.print_json({"deleted": fact_id, "revision": document.get("revision")})
     else:
         render.stdout().print(f"deleted {fact_id}")
 
@@ -308,6 +326,7 @@ def import_(
     path: Annotated[
         Path, typer.Argument(help="A JSON document, or a Markdown export folder.", exists=True)
     ],
+    expected_revision: ExpectedRevisionOption = None,
     yes: YesOption = False,
     config: ConfigOption = None,
     user: UserOption = DEFAULT_USER,
@@ -321,10 +340,14 @@ def import_(
         if path.is_dir():
             if not isinstance(manager, MarkdownPortable):
                 raise MemoryUnsupportedError(type(manager).__name__, "import_markdown")
-            document = manager.import_markdown(path, user_id=user, agent_name=agent)
+            document = manager.import_markdown(
+                path, user_id=user, agent_name=agent, **condition(expected_revision)
+            )
         else:
             data = json.loads(path.read_text(encoding="utf-8"))
-            document = manager.import_memory(data, user_id=user, agent_name=agent)
+            document = manager.import_memory(
+                data, user_id=user, agent_name=agent, **condition(expected_revision)
+            )
     if json_output:
         render.print_json(document)
     else:
@@ -334,6 +357,7 @@ def import_(
 
 @app.command()
 def clear(
+    expected_revision: ExpectedRevisionOption = None,
     yes: YesOption = False,
     config: ConfigOption = None,
     user: UserOption = DEFAULT_USER,
@@ -345,7 +369,9 @@ def clear(
     with memory_session(config, json_output=json_output) as manager:
         confirm(f"Delete {scope} of {user}?", yes=yes)
         before = _memory_or_none(manager, user, agent)
-        document = manager.clear_memory(user_id=user, agent_name=agent)
+        document = manager.clear_memory(
+            user_id=user, agent_name=agent, **condition(expected_revision)
+        )
     if json_output:
         render.print_json(document)
     elif _unchanged(before, document):
@@ -363,6 +389,7 @@ def revert(
             f"(at least {MIN_PREFIX} characters; `chg_` may be left out)."
         ),
     ],
+    expected_revision: ExpectedRevisionOption = None,
     yes: YesOption = False,
     config: ConfigOption = None,
     user: UserOption = DEFAULT_USER,
@@ -372,7 +399,7 @@ def revert(
     with memory_session(config, json_output=json_output) as manager:
         change_id = resolve_change_id(manager, change_id, user_id=user)
         confirm(f"Revert {change_id} of {user}?", yes=yes)
-        entry = manager.revert_change(change_id, user_id=user)
+        entry = manager.revert_change(change_id, user_id=user, **condition(expected_revision))
     if json_output:
         render.print_json(entry)
     else:

@@ -27,3 +27,14 @@ AgentOption = Annotated[
 YesOption = Annotated[
     bool, typer.Option("--yes", "-y", help="Do not ask for confirmation (needed without a TTY).")
 ]
+ExpectedRevisionOption = Annotated[
+    int | None,
+    typer.Option(
+        "--expected-revision",
+        min=0,
+        help=(
+            "Write only if the memory is still at this revision (the `revision` of "
+            "`memory show --json`); otherwise change nothing and exit with the conflict code."
+        ),
+    ),
+]

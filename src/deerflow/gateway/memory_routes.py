@@ -18,7 +18,6 @@ from deerflow.agents.memory.extensions import AgentListing, MarkdownPortable
 from deerflow.agents.memory.manager import (
     OPTIONAL_OPERATIONS,
     FactNotFoundError,
-    MemoryConflictError,
     MemoryManager,
     MemoryUnsupportedError,
     provided_operations,
@@ -40,6 +39,7 @@ from deerflow.gateway.schemas import (
     SummaryPart,
     SummarySection,
     SummaryUpdate,
+    WrittenFact,
     error_responses,
 )
 from deerflow.redaction import redact
@@ -63,7 +63,8 @@ ExpectedRevision = Annotated[
         ge=0,
         description=(
             "The memory `revision` the caller read. If the memory has changed since, nothing is "
-            "written and the answer is 409 `conflict` (reload and retry)."
+            "written and the answer is 409 `conflict` (reload and retry). Checked in the same "
+            "commit as the write. A backend without revisions answers 501."
         ),
         examples=[3],
     ),
@@ -71,28 +72,22 @@ ExpectedRevision = Annotated[
 
 
 def supported_operations(manager: MemoryManager | None) -> dict[str, bool]:
-    """Optional operation → whether `manager` provides it (overrides the contract's default)."""
+    """Optional operation → whether `manager` provides it (overrides the contract's default),
+    plus `expected_revision`: whether its writes take one."""
     provided = provided_operations(type(manager)) if manager is not None else frozenset()
     found = {name: name in provided for name in OPTIONAL_OPERATIONS}
     portable = isinstance(manager, MarkdownPortable)
-    return found | {"export_markdown": portable, "import_markdown": portable}
+    conditional = manager is not None and type(manager).supports_expected_revision
+    return found | {
+        "export_markdown": portable,
+        "import_markdown": portable,
+        "expected_revision": conditional,
+    }
 
 
-async def _require_revision(
-    manager: MemoryManager, user: str, agent_name: str | None, expected: int | None
-) -> None:
-    """Refuse an edit based on a stale read, such as the page's edit after another writer's.
-
-    The check runs just before the write: the contract's `update_fact`/`delete_fact` take no
-    precondition, so a write landing between the two is not detected.
-    """
-    if expected is None:
-        return
-    document = await manager.aget_memory(user_id=user, agent_name=agent_name)
-    if document.get("revision") != expected:
-        raise MemoryConflictError(
-            f"the memory is at revision {document.get('revision')}, not {expected}"
-        )
+def _written(answer: dict[str, Any], document: dict[str, Any]) -> dict[str, Any]:
+    """A write's answer with the memory's `revision` after it (as of the document returned)."""
+    return answer | {"revision": document.get("revision")}
 
 
 def _fact(document: dict[str, Any], fact_id: str | None) -> dict[str, Any] | None:
@@ -184,29 +179,38 @@ async def history(
     "/facts",
     status_code=201,
     summary="Store one fact",
-    response_model=Fact,
+    response_model=WrittenFact,
     responses={
         200: {"model": MergedFact, "description": "Merged into an existing fact."},
         **error_responses(400, 409, 501),
     },
 )
 async def create_fact(
-    body: FactCreate, manager: Manager, user: CurrentUser, agent_name: AgentName = None
+    body: FactCreate,
+    manager: Manager,
+    user: CurrentUser,
+    agent_name: AgentName = None,
+    expected_revision: ExpectedRevision = None,
 ) -> Any:
     document, fact_id = await manager.acreate_fact(
-        body.content, body.category, body.confidence, user_id=user, agent_name=agent_name
+        body.content,
+        body.category,
+        body.confidence,
+        user_id=user,
+        agent_name=agent_name,
+        expected_revision=expected_revision,
     )
     created = _fact(document, fact_id)
     if fact_id is None or created is None:
         merged = {"merged": True, "detail": "the backend merged this into an existing fact"}
-        return JSONResponse(merged, status_code=200)
-    return JSONResponse(created, status_code=201)
+        return JSONResponse(_written(merged, document), status_code=200)
+    return JSONResponse(_written(created, document), status_code=201)
 
 
 @router.patch(
     "/facts/{fact_id}",
     summary="Change the text, category or confidence of a fact",
-    response_model=Fact,
+    response_model=WrittenFact,
     responses=error_responses(400, 404, 409, 501),
 )
 async def update_fact(
@@ -217,7 +221,6 @@ async def update_fact(
     agent_name: AgentName = None,
     expected_revision: ExpectedRevision = None,
 ) -> Any:
-    await _require_revision(manager, user, agent_name, expected_revision)
     document = await manager.aupdate_fact(
         fact_id,
         body.content,
@@ -225,8 +228,9 @@ async def update_fact(
         body.confidence,
         user_id=user,
         agent_name=agent_name,
+        expected_revision=expected_revision,
     )
-    return JSONResponse(_fact(document, fact_id))
+    return JSONResponse(_written(_fact(document, fact_id) or {"id": fact_id}, document))
 
 
 @router.delete(
@@ -242,9 +246,10 @@ async def delete_fact(
     agent_name: AgentName = None,
     expected_revision: ExpectedRevision = None,
 ) -> Any:
-    await _require_revision(manager, user, agent_name, expected_revision)
-    await manager.adelete_fact(fact_id, user_id=user, agent_name=agent_name)
-    return JSONResponse({"deleted": fact_id})
+    document = await manager.adelete_fact(
+        fact_id, user_id=user, agent_name=agent_name, expected_revision=expected_revision
+    )
+    return JSONResponse(_written({"deleted": fact_id}, document))
 
 
 @router.put(
@@ -282,8 +287,16 @@ async def update_summary(
     response_model=MemoryDocument,
     responses=error_responses(400, 409, 501),
 )
-async def clear_memory(manager: Manager, user: CurrentUser, agent_name: AgentName = None) -> Any:
-    return JSONResponse(await manager.aclear_memory(user_id=user, agent_name=agent_name))
+async def clear_memory(
+    manager: Manager,
+    user: CurrentUser,
+    agent_name: AgentName = None,
+    expected_revision: ExpectedRevision = None,
+) -> Any:
+    document = await manager.aclear_memory(
+        user_id=user, agent_name=agent_name, expected_revision=expected_revision
+    )
+    return JSONResponse(document)
 
 
 @router.post(
@@ -296,8 +309,12 @@ async def revert_change(
     change_id: Annotated[str, PathParam(examples=["chg_55f62d42ae1d484fb0530909f4078c5a"])],
     manager: Manager,
     user: CurrentUser,
+    expected_revision: ExpectedRevision = None,
 ) -> Any:
-    return JSONResponse(await manager.arevert_change(change_id, user_id=user))
+    change = await manager.arevert_change(
+        change_id, user_id=user, expected_revision=expected_revision
+    )
+    return JSONResponse(change)
 
 
 # -- about the server ------------------------------------------------------------------------------

@@ -29,6 +29,7 @@ __all__ = [
     "SummaryPart",
     "SummarySection",
     "SummaryUpdate",
+    "WrittenFact",
     "error_responses",
 ]
 
@@ -112,6 +113,20 @@ class Fact(_Open):
     model_config = ConfigDict(json_schema_extra={"examples": [FACT_EXAMPLE]})
 
 
+_REVISION_AFTER: Final = (
+    "The memory's revision after this write (a later one if another writer committed since): "
+    "the `expected_revision` of a next write based on this answer."
+)
+
+
+class WrittenFact(Fact):
+    """A fact as a write left it, with the memory's revision after the write."""
+
+    revision: int | None = Field(default=None, description=_REVISION_AFTER)
+
+    model_config = ConfigDict(json_schema_extra={"examples": [FACT_EXAMPLE | {"revision": 4}]})
+
+
 class MemoryDocument(_Open):
     """Summaries of the user plus the facts of one agent bucket."""
 
@@ -177,10 +192,12 @@ class MergedFact(BaseModel):
 
     merged: Literal[True] = True
     detail: str
+    revision: int | None = Field(default=None, description=_REVISION_AFTER)
 
 
 class DeletedFact(BaseModel):
     deleted: str = Field(examples=[FACT_EXAMPLE["id"]])
+    revision: int | None = Field(default=None, description=_REVISION_AFTER, examples=[5])
 
 
 class SearchResults(BaseModel):

@@ -18,12 +18,12 @@ from starlette.datastructures import UploadFile
 from starlette.types import Message
 
 from deerflow.agents.memory.extensions import MarkdownPortable
-from deerflow.agents.memory.manager import MemoryManager, MemoryUnsupportedError
+from deerflow.agents.memory.manager import MemoryManager, MemoryUnsupportedError, condition
 from deerflow.gateway.archive import MAX_UPLOAD_BYTES, is_zip, pack_folder, unpack_export
 from deerflow.gateway.auth import CurrentUser
 from deerflow.gateway.errors import GatewayError
 from deerflow.gateway.lifecycle import ready_manager
-from deerflow.gateway.memory_routes import AgentName
+from deerflow.gateway.memory_routes import AgentName, ExpectedRevision
 from deerflow.gateway.schemas import MemoryDocument, error_responses
 
 __all__ = ["router"]
@@ -97,7 +97,11 @@ async def export(
     responses=error_responses(400, 409, 413, 415, 501),
 )
 async def import_memory(
-    request: Request, manager: Manager, user: CurrentUser, agent_name: AgentName = None
+    request: Request,
+    manager: Manager,
+    user: CurrentUser,
+    agent_name: AgentName = None,
+    expected_revision: ExpectedRevision = None,
 ) -> Any:
     declared = request.headers.get("content-length")
     if declared is not None and declared.isdigit() and int(declared) > MAX_UPLOAD_BYTES:
@@ -108,7 +112,7 @@ async def import_memory(
     elif media_type == "multipart/form-data":
         payload = await _uploaded_file(request)
         if is_zip(payload):
-            document = await _import_markdown(manager, payload, user, agent_name)
+            document = await _import_markdown(manager, payload, user, agent_name, expected_revision)
             return JSONResponse(document)
     else:
         raise GatewayError(
@@ -117,11 +121,18 @@ async def import_memory(
             "send the document as application/json, or a file as multipart/form-data",
         )
     data = _json_object(payload)
-    return JSONResponse(await manager.aimport_memory(data, user_id=user, agent_name=agent_name))
+    document = await manager.aimport_memory(
+        data, user_id=user, agent_name=agent_name, expected_revision=expected_revision
+    )
+    return JSONResponse(document)
 
 
 async def _import_markdown(
-    manager: MemoryManager, payload: bytes, user: str, agent_name: str | None
+    manager: MemoryManager,
+    payload: bytes,
+    user: str,
+    agent_name: str | None,
+    expected_revision: int | None,
 ) -> dict[str, Any]:
     if not isinstance(manager, MarkdownPortable):
         raise MemoryUnsupportedError(type(manager).__name__, "import_markdown")
@@ -130,7 +141,12 @@ async def _import_markdown(
     def run() -> dict[str, Any]:
         with tempfile.TemporaryDirectory(prefix="deerflow-import-") as folder:
             unpack_export(payload, Path(folder))
-            return portable.import_markdown(Path(folder), user_id=user, agent_name=agent_name)
+            return portable.import_markdown(
+                Path(folder),
+                user_id=user,
+                agent_name=agent_name,
+                **condition(expected_revision),
+            )
 
     return await anyio.to_thread.run_sync(run)
 

@@ -25,6 +25,7 @@ __all__ = [
     "OPTIONAL_OPERATIONS",
     "MemoryManager",
     "MemoryMode",
+    "condition",
     "parse_backend_config",
     "provided_operations",
 ]
@@ -59,6 +60,14 @@ class MemoryManager(BaseModel, ABC):
     Class flags:
         supports_search: must be True exactly when the class overrides `search()`.
         requires_passive_writes_in_tool_mode: keep `MemoryMiddleware` writing in tool mode.
+        supports_expected_revision: the write methods honour `expected_revision` (see below).
+
+    Conditional writes. Every write method takes a keyword-only `expected_revision`: the memory
+    `revision` the caller read. A backend that keeps revisions checks it in the same atomic step
+    as the write and raises `MemoryConflictError` (changing nothing) when the memory has moved
+    on; it never rebases or retries such a write. A backend without revisions raises
+    `MemoryUnsupportedError` for any `expected_revision` other than None, rather than writing
+    unconditionally. None (the default) writes whatever the revision.
 
     Raises:
         ValueError: at construction, on every path, when `supports_search` disagrees with the
@@ -70,6 +79,7 @@ class MemoryManager(BaseModel, ABC):
 
     supports_search: ClassVar[bool] = False
     requires_passive_writes_in_tool_mode: ClassVar[bool] = False
+    supports_expected_revision: ClassVar[bool] = False
 
     backend_config: dict[str, Any] = {}
     mode: MemoryMode = "middleware"
@@ -177,15 +187,32 @@ class MemoryManager(BaseModel, ABC):
         raise self._unsupported("reload_memory")
 
     def clear_memory(
-        self, *, user_id: str | None = None, agent_name: str | None = None
+        self,
+        *,
+        user_id: str | None = None,
+        agent_name: str | None = None,
+        expected_revision: int | None = None,
     ) -> dict[str, Any]:
-        """Remove the memory of one agent bucket, or of all the user's agents when omitted."""
+        """Remove the memory of one agent bucket, or of all the user's agents when omitted.
+
+        Raises:
+            MemoryConflictError: the memory is no longer at `expected_revision`.
+        """
         raise self._unsupported("clear_memory")
 
     def import_memory(
-        self, data: dict[str, Any], *, user_id: str | None = None, agent_name: str | None = None
+        self,
+        data: dict[str, Any],
+        *,
+        user_id: str | None = None,
+        agent_name: str | None = None,
+        expected_revision: int | None = None,
     ) -> dict[str, Any]:
-        """Replace the stored memory with the document `data`; return the new document."""
+        """Replace the stored memory with the document `data`; return the new document.
+
+        Raises:
+            MemoryConflictError: the memory is no longer at `expected_revision`.
+        """
         raise self._unsupported("import_memory")
 
     def export_memory(
@@ -202,6 +229,7 @@ class MemoryManager(BaseModel, ABC):
         *,
         user_id: str | None = None,
         agent_name: str | None = None,
+        expected_revision: int | None = None,
     ) -> tuple[dict[str, Any], str | None]:
         """Store a fact; return the document and the new fact id.
 
@@ -209,6 +237,7 @@ class MemoryManager(BaseModel, ABC):
             ValueError: empty content, unknown category, confidence outside 0..1.
             DuplicateFactError: the same content is already stored.
             FactEvictedError: the capacity policy evicted the new fact at once.
+            MemoryConflictError: the memory is no longer at `expected_revision`.
         """
         raise self._unsupported("create_fact")
 
@@ -221,22 +250,30 @@ class MemoryManager(BaseModel, ABC):
         *,
         user_id: str | None = None,
         agent_name: str | None = None,
+        expected_revision: int | None = None,
     ) -> dict[str, Any]:
         """Change the given fields of a fact; return the document.
 
         Raises:
             FactNotFoundError: no such fact in this scope.
             ValueError: an invalid new value.
+            MemoryConflictError: the memory is no longer at `expected_revision`.
         """
         raise self._unsupported("update_fact")
 
     def delete_fact(
-        self, fact_id: str, *, user_id: str | None = None, agent_name: str | None = None
+        self,
+        fact_id: str,
+        *,
+        user_id: str | None = None,
+        agent_name: str | None = None,
+        expected_revision: int | None = None,
     ) -> dict[str, Any]:
         """Delete a fact; return the document.
 
         Raises:
             FactNotFoundError: no such fact in this scope.
+            MemoryConflictError: the memory is no longer at `expected_revision`.
         """
         raise self._unsupported("delete_fact")
 
@@ -267,8 +304,14 @@ class MemoryManager(BaseModel, ABC):
         """Return the audit log, newest first: `{change_id, at, actor, reason, before, after}`."""
         raise self._unsupported("get_history")
 
-    def revert_change(self, change_id: str, *, user_id: str | None = None) -> dict[str, Any]:
-        """Undo one recorded change; return the change that the undo itself recorded."""
+    def revert_change(
+        self, change_id: str, *, user_id: str | None = None, expected_revision: int | None = None
+    ) -> dict[str, Any]:
+        """Undo one recorded change; return the change that the undo itself recorded.
+
+        Raises:
+            MemoryConflictError: the memory is no longer at `expected_revision`.
+        """
         raise self._unsupported("revert_change")
 
     def shutdown_flush(self, timeout: float) -> bool:
@@ -303,6 +346,15 @@ class MemoryManager(BaseModel, ABC):
 
     def _unsupported(self, operation: str) -> MemoryUnsupportedError:
         return MemoryUnsupportedError(type(self).__name__, operation)
+
+    def _refuse_expected_revision(self, operation: str, expected_revision: int | None) -> None:
+        """For a backend without revisions: refuse a conditional write instead of ignoring it.
+
+        Raises:
+            MemoryUnsupportedError: `expected_revision` is given.
+        """
+        if expected_revision is not None:
+            raise self._unsupported(f"{operation} with expected_revision")
 
     # -- async twins: the sync method in a worker thread ---------------------------------------
 
@@ -367,14 +419,34 @@ class MemoryManager(BaseModel, ABC):
         return await _in_thread(self.reload_memory, user_id=user_id, agent_name=agent_name)
 
     async def aclear_memory(
-        self, *, user_id: str | None = None, agent_name: str | None = None
+        self,
+        *,
+        user_id: str | None = None,
+        agent_name: str | None = None,
+        expected_revision: int | None = None,
     ) -> dict[str, Any]:
-        return await _in_thread(self.clear_memory, user_id=user_id, agent_name=agent_name)
+        return await _in_thread(
+            self.clear_memory,
+            user_id=user_id,
+            agent_name=agent_name,
+            **condition(expected_revision),
+        )
 
     async def aimport_memory(
-        self, data: dict[str, Any], *, user_id: str | None = None, agent_name: str | None = None
+        self,
+        data: dict[str, Any],
+        *,
+        user_id: str | None = None,
+        agent_name: str | None = None,
+        expected_revision: int | None = None,
     ) -> dict[str, Any]:
-        return await _in_thread(self.import_memory, data, user_id=user_id, agent_name=agent_name)
+        return await _in_thread(
+            self.import_memory,
+            data,
+            user_id=user_id,
+            agent_name=agent_name,
+            **condition(expected_revision),
+        )
 
     async def aexport_memory(
         self, *, user_id: str | None = None, agent_name: str | None = None
@@ -389,9 +461,16 @@ class MemoryManager(BaseModel, ABC):
         *,
         user_id: str | None = None,
         agent_name: str | None = None,
+        expected_revision: int | None = None,
     ) -> tuple[dict[str, Any], str | None]:
         return await _in_thread(
-            self.create_fact, content, category, confidence, user_id=user_id, agent_name=agent_name
+            self.create_fact,
+            content,
+            category,
+            confidence,
+            user_id=user_id,
+            agent_name=agent_name,
+            **condition(expected_revision),
         )
 
     async def aupdate_fact(
@@ -403,6 +482,7 @@ class MemoryManager(BaseModel, ABC):
         *,
         user_id: str | None = None,
         agent_name: str | None = None,
+        expected_revision: int | None = None,
     ) -> dict[str, Any]:
         return await _in_thread(
             self.update_fact,
@@ -412,12 +492,24 @@ class MemoryManager(BaseModel, ABC):
             confidence,
             user_id=user_id,
             agent_name=agent_name,
+            **condition(expected_revision),
         )
 
     async def adelete_fact(
-        self, fact_id: str, *, user_id: str | None = None, agent_name: str | None = None
+        self,
+        fact_id: str,
+        *,
+        user_id: str | None = None,
+        agent_name: str | None = None,
+        expected_revision: int | None = None,
     ) -> dict[str, Any]:
-        return await _in_thread(self.delete_fact, fact_id, user_id=user_id, agent_name=agent_name)
+        return await _in_thread(
+            self.delete_fact,
+            fact_id,
+            user_id=user_id,
+            agent_name=agent_name,
+            **condition(expected_revision),
+        )
 
     async def aupdate_summary(
         self,
@@ -446,8 +538,12 @@ class MemoryManager(BaseModel, ABC):
             self.get_history, user_id=user_id, agent_name=agent_name, limit=limit
         )
 
-    async def arevert_change(self, change_id: str, *, user_id: str | None = None) -> dict[str, Any]:
-        return await _in_thread(self.revert_change, change_id, user_id=user_id)
+    async def arevert_change(
+        self, change_id: str, *, user_id: str | None = None, expected_revision: int | None = None
+    ) -> dict[str, Any]:
+        return await _in_thread(
+            self.revert_change, change_id, user_id=user_id, **condition(expected_revision)
+        )
 
     async def ashutdown_flush(self, timeout: float) -> bool:
         return await _in_thread(self.shutdown_flush, timeout)
@@ -460,6 +556,12 @@ class MemoryManager(BaseModel, ABC):
 
     async def aclose(self) -> None:
         await _in_thread(self.close)
+
+
+def condition(expected_revision: int | None) -> dict[str, int]:
+    """The keyword arguments that pass `expected_revision` on to a write method: none when it
+    is None, so that a backend written before writes took one keeps working unconditioned."""
+    return {} if expected_revision is None else {"expected_revision": expected_revision}
 
 
 def overrides(cls: type[MemoryManager], method: str) -> bool:

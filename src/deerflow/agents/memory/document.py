@@ -13,6 +13,7 @@ import unicodedata
 from datetime import UTC, datetime
 from typing import Any, Final, NotRequired, TypedDict
 
+from deerflow.agents.memory.errors import MemoryConflictError
 from deerflow.agents.memory.identity import is_valid_unicode
 
 __all__ = [
@@ -24,6 +25,7 @@ __all__ = [
     "Fact",
     "MemoryDocument",
     "Section",
+    "check_revision",
     "checked_text",
     "empty_document",
     "searchable_query",
@@ -191,3 +193,29 @@ def validate_summary_section(part: Any, section: Any) -> tuple[str, str]:
         sections = ", ".join(SUMMARY_SECTIONS[part])
         raise ValueError(f"section: {section!r} is not a section of {part}: {sections}")
     return str(part), str(section)
+
+
+def check_revision(current: int, expected_revision: Any) -> None:
+    """Refuse a conditional write when the memory is no longer at the revision the caller read.
+
+    Call it in the same atomic step as the write (under the lock that orders writes).
+
+    Raises:
+        ValueError: `expected_revision` is neither None nor a non-negative integer.
+        MemoryConflictError: the memory is at `current`, not `expected_revision`.
+    """
+    if expected_revision is None:
+        return
+    if (
+        isinstance(expected_revision, bool)
+        or not isinstance(expected_revision, int)
+        or expected_revision < 0
+    ):
+        raise ValueError(
+            f"expected_revision: must be a non-negative integer, got {expected_revision!r}"
+        )
+    if current != expected_revision:
+        raise MemoryConflictError(
+            f"the memory is at revision {current}, not {expected_revision}: another writer "
+            "changed it since it was read; reload and retry"
+        )

@@ -33,7 +33,12 @@ class MarkdownPortable(Protocol):
     ) -> int: ...
 
     def import_markdown(
-        self, source: Path, *, user_id: str | None = None, agent_name: str | None = None
+        self,
+        source: Path,
+        *,
+        user_id: str | None = None,
+        agent_name: str | None = None,
+        expected_revision: int | None = None,
     ) -> dict[str, Any]: ...
 
 

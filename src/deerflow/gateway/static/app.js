@@ -152,8 +152,12 @@ async function create(event) {
   form.elements.content.focus();
 }
 
-/** The query of a write that must fail (409) if the memory changed since the page read it. */
+/**
+ * The query of a write that must fail (409) if the memory changed since the page read it; a
+ * backend without revisions refuses a condition, so none is sent to it.
+ */
 function guarded() {
+  if (!supports("expected_revision")) return memoryQuery();
   return memoryQuery({ expected_revision: state.memory.revision });
 }
 

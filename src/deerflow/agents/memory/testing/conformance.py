@@ -54,6 +54,14 @@ MESSAGES: Final = [
 ]
 """A small conversation as plain dicts: the kit needs no LangChain."""
 
+# The write methods that take `expected_revision` (`revert_change` too, but it needs a change).
+_CONDITIONAL_WRITES: Final = (
+    "create_fact",
+    "update_fact",
+    "delete_fact",
+    "clear_memory",
+    "import_memory",
+)
 _HISTORY_KEYS: Final = {"change_id", "at", "actor", "reason", "before", "after"}
 _DOCUMENT_KEYS: Final = {"version", "revision", "lastUpdated", "user", "history", "facts"}
 
@@ -806,6 +814,51 @@ class MemoryManagerConformanceTests(ABC):
         ):
             with pytest.raises(ValueError, match=problem):
                 call("update_summary", part, section, bad_text, user_id=user_id)
+
+    # -- optional: conditional writes ------------------------------------------------------------
+
+    def test_expected_revision_is_honoured_or_refused(
+        self, call: Call, user_id: str, token: str
+    ) -> None:
+        """A write given a stale `expected_revision` changes nothing; a backend without
+        revisions refuses any `expected_revision` rather than ignoring it.
+
+        Troubleshooting: with `supports_expected_revision = True`, compare the revision in the
+        same atomic step as the write and raise `MemoryConflictError`; otherwise call
+        `self._refuse_expected_revision(operation, expected_revision)` first in each write.
+        """
+        writes = [op for op in _CONDITIONAL_WRITES if op in self.supported_operations]
+        if not writes:
+            return
+        self.require("create_fact", "get_memory")
+        fact_id = self.create(call, f"The user's guarded word is {token}.", user_id)
+        args = {
+            "create_fact": (f"The user's second guarded word is {token}.",),
+            "update_fact": (fact_id, f"The user's changed word is {token}."),
+            "delete_fact": (fact_id,),
+            "clear_memory": (),
+            "import_memory": (dict(empty_document()),),
+        }
+        if not self.manager_class.supports_expected_revision:
+            for operation in writes:
+                with pytest.raises(MemoryUnsupportedError) as info:
+                    call(operation, *args[operation], user_id=user_id, expected_revision=0)
+                assert "expected_revision" in str(info.value)
+            return
+        stale = call("get_memory", user_id=user_id)["revision"]
+        self.create(call, f"The user's meanwhile word is {token}.", user_id)
+        before = call("get_memory", user_id=user_id)
+        for operation in writes:
+            with pytest.raises(MemoryConflictError):
+                call(operation, *args[operation], user_id=user_id, expected_revision=stale)
+            assert call("get_memory", user_id=user_id) == before, f"a stale {operation} wrote"
+        if "update_fact" not in writes:
+            return
+        current = before["revision"]
+        call("update_fact", *args["update_fact"], user_id=user_id, expected_revision=current)
+        after = call("get_memory", user_id=user_id)
+        assert after["revision"] > current
+        assert f"The user's changed word is {token}." in _contents(after["facts"])
 
     # -- optional: history -----------------------------------------------------------------------
 

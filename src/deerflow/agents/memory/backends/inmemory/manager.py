@@ -26,6 +26,7 @@ from deerflow.agents.memory.base import MemoryManager, MemoryMode, parse_backend
 from deerflow.agents.memory.document import (
     HISTORY_SECTIONS,
     USER_SECTIONS,
+    check_revision,
     checked_text,
     empty_document,
     utc_now,
@@ -120,6 +121,7 @@ class InMemoryMemoryManager(MemoryManager):
     """
 
     supports_search: ClassVar[bool] = True
+    supports_expected_revision: ClassVar[bool] = True
 
     _settings: _Settings = PrivateAttr()
     _lock: threading.RLock = PrivateAttr(default_factory=threading.RLock)
@@ -240,10 +242,11 @@ class InMemoryMemoryManager(MemoryManager):
         *,
         user_id: str | None = None,
         agent_name: str | None = None,
+        expected_revision: int | None = None,
     ) -> tuple[dict[str, Any], str | None]:
         given = {"content": content, "category": category, "confidence": confidence}
         fact = _fact(given, utc_now(), source="manual")
-        return self._create(fact, user_id, agent_name), fact["id"]
+        return self._create(fact, user_id, agent_name, expected_revision), fact["id"]
 
     def create_fact_with_id(
         self,
@@ -262,11 +265,18 @@ class InMemoryMemoryManager(MemoryManager):
         """
         checked_id(fact_id, "fact_id")
         given = {"id": fact_id, "content": content, "category": category, "confidence": confidence}
-        return self._create(_fact(given, utc_now(), source="manual"), user_id, agent_name)
+        return self._create(_fact(given, utc_now(), source="manual"), user_id, agent_name, None)
 
-    def _create(self, fact: _Fact, user_id: str | None, agent_name: str | None) -> dict[str, Any]:
+    def _create(
+        self,
+        fact: _Fact,
+        user_id: str | None,
+        agent_name: str | None,
+        expected_revision: int | None,
+    ) -> dict[str, Any]:
         bucket = _bucket(agent_name)
         with self._lock:
+            self._check_revision(user_id, expected_revision)
             if fact["id"] in self._state(user_id).buckets.get(bucket, {}):
                 raise DuplicateFactError(
                     f"a fact with this id exists: {fact['id']}", existing_fact_id=fact["id"]
@@ -291,9 +301,11 @@ class InMemoryMemoryManager(MemoryManager):
         *,
         user_id: str | None = None,
         agent_name: str | None = None,
+        expected_revision: int | None = None,
     ) -> dict[str, Any]:
         given = {"content": content, "category": category, "confidence": confidence}
         with self._lock:
+            self._check_revision(user_id, expected_revision)
             before = self._find(user_id, agent_name, fact_id)
             changed = {key: value for key, value in given.items() if value is not None}
             after = _fact({**before, **changed, "updatedAt": utc_now()}, "", source="manual")
@@ -301,18 +313,29 @@ class InMemoryMemoryManager(MemoryManager):
             return self._document(user_id, agent_name)
 
     def delete_fact(
-        self, fact_id: str, *, user_id: str | None = None, agent_name: str | None = None
+        self,
+        fact_id: str,
+        *,
+        user_id: str | None = None,
+        agent_name: str | None = None,
+        expected_revision: int | None = None,
     ) -> dict[str, Any]:
         with self._lock:
+            self._check_revision(user_id, expected_revision)
             before = self._find(user_id, agent_name, fact_id)
             self._commit(user_id, "delete_fact", [(_bucket(agent_name), before, None)])
             return self._document(user_id, agent_name)
 
     def clear_memory(
-        self, *, user_id: str | None = None, agent_name: str | None = None
+        self,
+        *,
+        user_id: str | None = None,
+        agent_name: str | None = None,
+        expected_revision: int | None = None,
     ) -> dict[str, Any]:
         """Delete one bucket's facts, or, when `agent_name` is None, all facts and summaries."""
         with self._lock:
+            self._check_revision(user_id, expected_revision)
             state = self._state(user_id)
             buckets = [agent_name] if agent_name else list(state.buckets)
             if agent_name is None:
@@ -326,7 +349,12 @@ class InMemoryMemoryManager(MemoryManager):
             return self._document(user_id, agent_name)
 
     def import_memory(
-        self, data: dict[str, Any], *, user_id: str | None = None, agent_name: str | None = None
+        self,
+        data: dict[str, Any],
+        *,
+        user_id: str | None = None,
+        agent_name: str | None = None,
+        expected_revision: int | None = None,
     ) -> dict[str, Any]:
         """Replace the user's summaries and the bucket's facts with those of `data`.
 
@@ -348,6 +376,7 @@ class InMemoryMemoryManager(MemoryManager):
             except ValueError as exc:
                 raise ValueError(f"facts[{number}].{exc}") from None
         with self._lock:
+            self._check_revision(user_id, expected_revision)
             state = self._state(user_id)
             old: list[_Change] = [(bucket, f, None) for f in state.buckets.get(bucket, {}).values()]
             self._commit(user_id, "import_memory", old + new)
@@ -376,17 +405,15 @@ class InMemoryMemoryManager(MemoryManager):
         summary = checked_text(text) if text.strip() else ""
         with self._lock:
             state = self._state(user_id)
-            revision = state.document["revision"]
-            if expected_revision is not None and revision != expected_revision:
-                raise MemoryConflictError(
-                    f"the memory is at revision {revision}, not {expected_revision}"
-                )
+            self._check_revision(user_id, expected_revision)
             if state.document[part][section]["summary"] != summary:
                 state.document[part][section] = {"summary": summary, "updatedAt": utc_now()}
                 self._commit(user_id, f"update_summary {part}.{section}", [])
             return self._document(user_id, agent_name)
 
-    def revert_change(self, change_id: str, *, user_id: str | None = None) -> dict[str, Any]:
+    def revert_change(
+        self, change_id: str, *, user_id: str | None = None, expected_revision: int | None = None
+    ) -> dict[str, Any]:
         """Put the fact back as it was before `change_id`; return the change the undo recorded.
 
         Raises:
@@ -394,6 +421,7 @@ class InMemoryMemoryManager(MemoryManager):
             MemoryConflictError: the fact changed again since; revert the later change first.
         """
         with self._lock:
+            self._check_revision(user_id, expected_revision)
             state = self._state(user_id)
             change = next((e for e in state.log if e["change_id"] == change_id), None)
             if change is None or change_id in state.reverted:
@@ -407,6 +435,9 @@ class InMemoryMemoryManager(MemoryManager):
             return copy.deepcopy(state.log[-1])
 
     # -- internals (callers hold the lock) ------------------------------------------------------
+
+    def _check_revision(self, user_id: str | None, expected_revision: int | None) -> None:
+        check_revision(self._state(user_id).document["revision"], expected_revision)
 
     def _state(self, user_id: str | None) -> _UserState:
         return self._users.setdefault(user_id or DEFAULT_USER, _UserState())

@@ -243,6 +243,7 @@ class Mem0MemoryManager(MemoryManager):
         *,
         user_id: str | None = None,
         agent_name: str | None = None,
+        expected_revision: int | None = None,
     ) -> tuple[dict[str, Any], str | None]:
         """Store `content` as it is (no extraction); return the document and the new id.
 
@@ -251,7 +252,9 @@ class Mem0MemoryManager(MemoryManager):
         Raises:
             ValueError: empty content, unknown category, confidence outside 0..1.
             DuplicateFactError: the bucket already holds the same text.
+            MemoryUnsupportedError: `expected_revision` is given (mem0 keeps no revision).
         """
+        self._refuse_expected_revision("create_fact", expected_revision)
         content = validate_content(content)
         metadata = {
             "category": validate_category(category),
@@ -284,13 +287,16 @@ class Mem0MemoryManager(MemoryManager):
         *,
         user_id: str | None = None,
         agent_name: str | None = None,
+        expected_revision: int | None = None,
     ) -> dict[str, Any]:
         """Change the given fields of a memory of this bucket; return the document.
 
         Raises:
             FactNotFoundError: no such memory in this bucket.
             ValueError: an invalid new value.
+            MemoryUnsupportedError: `expected_revision` is given (mem0 keeps no revision).
         """
+        self._refuse_expected_revision("update_fact", expected_revision)
         text = None if content is None else validate_content(content)
         changes: dict[str, Any] = {}
         if category is not None:
@@ -309,13 +315,20 @@ class Mem0MemoryManager(MemoryManager):
         return self.get_memory(user_id=user_id, agent_name=agent_name)
 
     def delete_fact(
-        self, fact_id: str, *, user_id: str | None = None, agent_name: str | None = None
+        self,
+        fact_id: str,
+        *,
+        user_id: str | None = None,
+        agent_name: str | None = None,
+        expected_revision: int | None = None,
     ) -> dict[str, Any]:
         """Delete a memory of this bucket; return the document.
 
         Raises:
             FactNotFoundError: no such memory in this bucket.
+            MemoryUnsupportedError: `expected_revision` is given (mem0 keeps no revision).
         """
+        self._refuse_expected_revision("delete_fact", expected_revision)
         scope = self._scope(user_id, agent_name)
         self._owned(fact_id, scope)
         self._explicit(
@@ -327,9 +340,18 @@ class Mem0MemoryManager(MemoryManager):
         return self.get_memory(user_id=user_id, agent_name=agent_name)
 
     def clear_memory(
-        self, *, user_id: str | None = None, agent_name: str | None = None
+        self,
+        *,
+        user_id: str | None = None,
+        agent_name: str | None = None,
+        expected_revision: int | None = None,
     ) -> dict[str, Any]:
-        """Delete one agent's memories of the user, or, without `agent_name`, all of them."""
+        """Delete one agent's memories of the user, or, without `agent_name`, all of them.
+
+        Raises:
+            MemoryUnsupportedError: `expected_revision` is given (mem0 keeps no revision).
+        """
+        self._refuse_expected_revision("clear_memory", expected_revision)
         scope = self._scope(user_id, agent_name)
         agent_id = scope.agent_id if agent_name else None
         self._explicit(

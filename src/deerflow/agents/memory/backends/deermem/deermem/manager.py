@@ -46,6 +46,7 @@ from deerflow.agents.memory.backends.deermem.deermem.core.tokens import TokenCou
 from deerflow.agents.memory.backends.deermem.deermem.governance import (
     CapacityPolicy,
     capacity_evictions,
+    normalized,
     refuse_duplicate,
 )
 from deerflow.agents.memory.backends.deermem.deermem.migrate import find_legacy, migrate
@@ -58,6 +59,7 @@ from deerflow.agents.memory.manager import (
     MemoryManager,
     MemoryMode,
     MemoryUnsupportedError,
+    check_revision,
     checked_id,
     searchable_query,
     utc_now,
@@ -100,6 +102,7 @@ class DeerMemMemoryManager(MemoryManager):
     """Memory in Markdown files and JSON summaries under `storage_path`, searched through FTS5."""
 
     supports_search: ClassVar[bool] = True
+    supports_expected_revision: ClassVar[bool] = True
 
     _config: DeerMemConfig = PrivateAttr()
     _storage: MemoryStorage = PrivateAttr()
@@ -374,9 +377,19 @@ class DeerMemMemoryManager(MemoryManager):
         *,
         user_id: str | None = None,
         agent_name: str | None = None,
+        expected_revision: int | None = None,
     ) -> tuple[dict[str, Any], str | None]:
+        """Store a fact. Without `expected_revision`, a create that another writer overtook is
+        redone on the newer revision inside the commit (duplicates and capacity checked again
+        there), not refused: creates commute."""
         return self._create_fact(
-            content, category, confidence, None, user_id=user_id, agent_name=agent_name
+            content,
+            category,
+            confidence,
+            None,
+            user_id=user_id,
+            agent_name=agent_name,
+            expected_revision=expected_revision,
         )
 
     def create_fact_with_id(
@@ -412,6 +425,7 @@ class DeerMemMemoryManager(MemoryManager):
         *,
         user_id: str | None,
         agent_name: str | None,
+        expected_revision: int | None = None,
     ) -> tuple[dict[str, Any], str | None]:
         from deerflow.agents.memory.backends.deermem.deermem.core.scrub import refuse_secrets
 
@@ -422,6 +436,7 @@ class DeerMemMemoryManager(MemoryManager):
 
         def attempt() -> tuple[dict[str, Any], str | None]:
             snapshot = self._storage.load(user_id, agent_name)
+            check_revision(snapshot.revision, expected_revision)
             columns = self._views.columns(snapshot)
             if fact_id is not None and fact_id in snapshot.facts:
                 raise DuplicateFactError(
@@ -440,24 +455,40 @@ class DeerMemMemoryManager(MemoryManager):
                 "content": text,
             }
             moment = datetime.now(UTC)
+            policy = CapacityPolicy.from_config(self._config)
+            heat = self._usage.capacity_heat(
+                self._config, snapshot.user_id, snapshot.bucket, moment
+            )
             evicted = capacity_evictions(
-                snapshot.facts,
-                record,
-                CapacityPolicy.from_config(self._config),
-                now=moment,
-                heat=self._usage.capacity_heat(
-                    self._config, snapshot.user_id, snapshot.bucket, moment
-                ),
-                order_keys=columns.order_keys,
+                snapshot.facts, record, policy, now=moment, heat=heat, order_keys=columns.order_keys
             )
-            changes = ChangeSet(
-                actor="manual",
-                reason="create_fact"
-                + (f"; capacity evicted {', '.join(evicted)}" if evicted else ""),
-                upserts=[record],
-                deletes=[(snapshot.bucket, fact_id) for fact_id in evicted],
-                expected_revision=snapshot.revision,
-            )
+
+            def creation(new: dict[str, Any], evicted: list[str]) -> ChangeSet:
+                return ChangeSet(
+                    actor="manual",
+                    reason="create_fact"
+                    + (f"; capacity evicted {', '.join(evicted)}" if evicted else ""),
+                    upserts=[new],
+                    deletes=[(snapshot.bucket, fact_id) for fact_id in evicted],
+                    expected_revision=snapshot.revision,
+                )
+
+            def rebase_onto(facts: Mapping[str, Mapping[str, Any]]) -> ChangeSet:
+                if record["id"] in facts:  # the new fact's id must still be free
+                    raise DuplicateFactError(
+                        f"a fact with this id already exists: {record['id']}",
+                        existing_fact_id=record["id"],
+                    )
+                texts = [normalized(fact["content"]) for fact in facts.values()]
+                refuse_duplicate(list(facts), texts, text)
+                # Stamped anew: the facts committed meanwhile must not make it look older.
+                later = utc_now()
+                new = record | {"createdAt": later, "updatedAt": later}
+                return creation(new, capacity_evictions(facts, new, policy, now=moment, heat=heat))
+
+            changes = creation(record, evicted)
+            if expected_revision is None:  # a caller's condition is never rebased
+                changes.rebase_onto = rebase_onto
             self._commit(snapshot.user_id, changes)
             return self.get_memory(user_id=user_id, agent_name=agent_name), record["id"]
 
@@ -472,6 +503,7 @@ class DeerMemMemoryManager(MemoryManager):
         *,
         user_id: str | None = None,
         agent_name: str | None = None,
+        expected_revision: int | None = None,
     ) -> dict[str, Any]:
         from deerflow.agents.memory.backends.deermem.deermem.core.scrub import refuse_secrets
 
@@ -482,7 +514,7 @@ class DeerMemMemoryManager(MemoryManager):
         confidence = None if confidence is None else validate_confidence(confidence)
 
         def attempt() -> dict[str, Any]:
-            snapshot, current = self._existing(fact_id, user_id, agent_name)
+            snapshot, current = self._existing(fact_id, user_id, agent_name, expected_revision)
             updated = dict(current)
             if text is not None:
                 columns = self._views.columns(snapshot)
@@ -502,7 +534,7 @@ class DeerMemMemoryManager(MemoryManager):
                         upserts=[updated],
                         expected_revision=snapshot.revision,
                         preconditions={(snapshot.bucket, fact_id): current["revision"]},
-                        rebase=True,
+                        rebase=expected_revision is None,  # a caller's condition holds exactly
                     ),
                 )
             return self.get_memory(user_id=user_id, agent_name=agent_name)
@@ -510,10 +542,15 @@ class DeerMemMemoryManager(MemoryManager):
         return self._retrying(user_id, attempt)
 
     def delete_fact(
-        self, fact_id: str, *, user_id: str | None = None, agent_name: str | None = None
+        self,
+        fact_id: str,
+        *,
+        user_id: str | None = None,
+        agent_name: str | None = None,
+        expected_revision: int | None = None,
     ) -> dict[str, Any]:
         def attempt() -> dict[str, Any]:
-            snapshot, current = self._existing(fact_id, user_id, agent_name)
+            snapshot, current = self._existing(fact_id, user_id, agent_name, expected_revision)
             self._commit(
                 snapshot.user_id,
                 ChangeSet(
@@ -522,7 +559,7 @@ class DeerMemMemoryManager(MemoryManager):
                     deletes=[(snapshot.bucket, fact_id)],
                     expected_revision=snapshot.revision,
                     preconditions={(snapshot.bucket, fact_id): current["revision"]},
-                    rebase=True,
+                    rebase=expected_revision is None,
                 ),
             )
             return self.get_memory(user_id=user_id, agent_name=agent_name)
@@ -530,10 +567,15 @@ class DeerMemMemoryManager(MemoryManager):
         return self._retrying(user_id, attempt)
 
     def clear_memory(
-        self, *, user_id: str | None = None, agent_name: str | None = None
+        self,
+        *,
+        user_id: str | None = None,
+        agent_name: str | None = None,
+        expected_revision: int | None = None,
     ) -> dict[str, Any]:
         def attempt() -> dict[str, Any]:
             snapshot = self._storage.load(user_id, agent_name)
+            check_revision(snapshot.revision, expected_revision)
             buckets = [snapshot.bucket] if agent_name is not None else list(snapshot.buckets)
             # Read from the files, not the cache: a fact file added by hand must go too.
             deletes = [
@@ -565,12 +607,18 @@ class DeerMemMemoryManager(MemoryManager):
         return self._retrying(user_id, attempt)
 
     def import_memory(
-        self, data: dict[str, Any], *, user_id: str | None = None, agent_name: str | None = None
+        self,
+        data: dict[str, Any],
+        *,
+        user_id: str | None = None,
+        agent_name: str | None = None,
+        expected_revision: int | None = None,
     ) -> dict[str, Any]:
         from deerflow.agents.memory.backends.deermem.deermem.imports import imported_changes
 
         def attempt() -> dict[str, Any]:
             snapshot = self._storage.reload(user_id, agent_name)  # hand-added files go too
+            check_revision(snapshot.revision, expected_revision)
             changes = imported_changes(data, snapshot, max_facts=self._config.max_facts)
             self._commit(snapshot.user_id, changes)
             return self.get_memory(user_id=user_id, agent_name=agent_name)
@@ -596,10 +644,7 @@ class DeerMemMemoryManager(MemoryManager):
 
         def attempt() -> dict[str, Any]:
             snapshot = self._storage.load(user_id, agent_name)
-            if expected_revision is not None and snapshot.revision != expected_revision:
-                raise MemoryConflictError(
-                    f"the memory is at revision {snapshot.revision}, not {expected_revision}"
-                )
+            check_revision(snapshot.revision, expected_revision)
             if snapshot.summaries[part][section]["summary"] != summary:
                 changes = ChangeSet(
                     actor="manual",
@@ -629,7 +674,9 @@ class DeerMemMemoryManager(MemoryManager):
         entries = [e for e in self._storage.read_history(raw_user) if touches_bucket(e, bucket)]
         return [public_entry(entry, raw_user, bucket) for entry in reversed(entries[-limit:])]
 
-    def revert_change(self, change_id: str, *, user_id: str | None = None) -> dict[str, Any]:
+    def revert_change(
+        self, change_id: str, *, user_id: str | None = None, expected_revision: int | None = None
+    ) -> dict[str, Any]:
         from deerflow.agents.memory.backends.deermem.deermem.history import (
             check_restorable,
             public_entry,
@@ -640,6 +687,7 @@ class DeerMemMemoryManager(MemoryManager):
 
         def attempt() -> dict[str, Any]:
             snapshot = self._storage.load(raw_user, None)
+            check_revision(snapshot.revision, expected_revision)
             entries = self._storage.read_history(raw_user)
             changes = revert_changes(
                 entries, change_id, raw_user, snapshot.revision, snapshot.summaries
@@ -701,7 +749,12 @@ class DeerMemMemoryManager(MemoryManager):
         return len(snapshot.facts)
 
     def import_markdown(
-        self, source: Path, *, user_id: str | None = None, agent_name: str | None = None
+        self,
+        source: Path,
+        *,
+        user_id: str | None = None,
+        agent_name: str | None = None,
+        expected_revision: int | None = None,
     ) -> dict[str, Any]:
         """Replace the summaries and the bucket's facts with a folder made by `export_markdown`.
 
@@ -726,7 +779,9 @@ class DeerMemMemoryManager(MemoryManager):
         # The whole record, not the public dict: the front matter's unknown keys and the
         # structured source come back too (the fact's scope and bookkeeping are set anew).
         document["facts"] = [read_fact_file(path, shown=f"facts/{path.name}") for path in paths]
-        return self.import_memory(document, user_id=user_id, agent_name=agent_name)
+        return self.import_memory(
+            document, user_id=user_id, agent_name=agent_name, expected_revision=expected_revision
+        )
 
     def agent_names(self, *, user_id: str | None = None) -> list[str]:
         """The agents (bucket names) whose buckets hold facts of the user, the default excluded."""
@@ -800,10 +855,12 @@ class DeerMemMemoryManager(MemoryManager):
     # -- internals -------------------------------------------------------------------------------
 
     def _existing(
-        self, fact_id: str, user_id: str | None, agent_name: str | None
+        self, fact_id: str, user_id: str | None, agent_name: str | None, expected_revision: Any
     ) -> tuple[MemorySnapshot, dict[str, Any]]:
+        """The snapshot, checked to be at `expected_revision` (None: any), and the fact."""
         validate_fact_id(fact_id)
         snapshot = self._storage.load(user_id, agent_name)
+        check_revision(snapshot.revision, expected_revision)
         current = snapshot.facts.get(fact_id)
         if current is None:
             raise FactNotFoundError(fact_id)

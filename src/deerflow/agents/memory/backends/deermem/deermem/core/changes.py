@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -54,6 +54,11 @@ class ChangeSet:
             undo uses it, since restoring a file's bytes takes its revision back too.
         rebase: a point operation may commit on a newer revision when every fact it touches
             meets its precondition.
+        rebase_onto: for a change that adds facts to one bucket (a create): when the revision
+            has moved past `expected_revision`, it is called under the storage lock with that
+            bucket's current facts and returns the change redone against them (raising, e.g.
+            `DuplicateFactError`, when it no longer applies), which commits on the current
+            revision. None: the change is refused with `MemoryConflictError` instead.
         reverts: the change id this change undoes.
     """
 
@@ -67,6 +72,7 @@ class ChangeSet:
     preconditions: dict[FactKey, int | None] = field(default_factory=dict)
     expected_files: dict[FactKey, bytes | None] = field(default_factory=dict)
     rebase: bool = False
+    rebase_onto: Callable[[Mapping[str, Mapping[str, Any]]], ChangeSet] | None = None
     reverts: str | None = None
 
     def touched(self) -> set[FactKey]:

@@ -18,8 +18,10 @@ from deerflow.agents.memory.manager import FACT_CATEGORIES, MemoryCorruptionErro
 
 __all__ = [
     "FRONT_MATTER_ORDER",
+    "MAX_REVISION",
     "OPTIONAL_PUBLIC_FIELDS",
     "SCHEMA_VERSION",
+    "is_revision",
     "parse_fact",
     "public_fact",
     "read_fact_file",
@@ -27,6 +29,7 @@ __all__ = [
 ]
 
 SCHEMA_VERSION: Final = 1
+MAX_REVISION: Final = 2**63 - 1  # the largest integer SQLite stores (the index keeps revisions)
 TITLE_MAX_CHARS: Final = 160
 # Optional fields of a fact, written to the file and returned in the public fact dict.
 OPTIONAL_PUBLIC_FIELDS: Final = (
@@ -150,8 +153,14 @@ def _check(record: dict[str, Any], path: str | Path, *, user_id: str, bucket: st
     if not 0 <= confidence <= 1:
         raise corrupt(f"confidence {confidence!r} is outside 0..1")
     record["confidence"] = float(confidence)
-    if not isinstance(record.get("revision"), int) or isinstance(record.get("revision"), bool):
-        raise corrupt(f"revision {record.get('revision')!r} is not an integer")
+    if not is_revision(record.get("revision")):
+        raise corrupt(f"revision {record.get('revision')!r} is not a non-negative 64-bit integer")
+
+
+def is_revision(value: Any) -> bool:
+    """Whether `value` can be a stored revision: an integer (not a bool) that SQLite can hold,
+    never negative."""
+    return type(value) is int and 0 <= value <= MAX_REVISION
 
 
 def _content_of(body: str) -> str:

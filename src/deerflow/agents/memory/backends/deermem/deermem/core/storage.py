@@ -14,13 +14,14 @@ import threading
 import uuid
 from abc import ABC, abstractmethod
 from collections.abc import Iterable, Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Final
 
 from deerflow.agents.memory.backends.deermem.deermem.config import DeerMemConfig
 from deerflow.agents.memory.backends.deermem.deermem.core.atomic import (
     SyncBatch,
+    append_line,
     read_file,
     read_file_and_stat,
 )
@@ -32,6 +33,7 @@ from deerflow.agents.memory.backends.deermem.deermem.core.changes import (
 )
 from deerflow.agents.memory.backends.deermem.deermem.core.factfile import (
     SCHEMA_VERSION,
+    is_revision,
     parse_fact,
     render_fact,
 )
@@ -161,6 +163,9 @@ class FileMemoryStorage(MemoryStorage):
         # Each user's memory.json as last parsed or written: the same bytes are not parsed
         # again (a create reads them three times). Shared by snapshots, so never changed.
         self._manifests: dict[str, _Manifest] = {}
+        # Each user's history.jsonl size after this process's last append: while it is the
+        # same, the file ends with that whole line and its end need not be read again.
+        self._history_ends: dict[str, int] = {}
         # Parsed fact files kept for the next process's first read of a bucket.
         self._records = RecordCache(self.root / ".retrieval" / "records.sqlite3")
 
@@ -323,12 +328,14 @@ class FileMemoryStorage(MemoryStorage):
             document: dict[str, Any] = dict(empty_document())
             document.pop("facts")
             return _Manifest(b"", document)
+        except IsADirectoryError:
+            raise MemoryCorruptionError(f"{paths.manifest}: a directory, not a file") from None
         known = self._manifests.get(paths.user_key)
         if known is not None and known.raw == raw:
             return known
         try:
             document = json.loads(raw)
-            _check_manifest(document)
+            _check_manifest(document, paths.user_key)
         except ValueError as exc:
             raise MemoryCorruptionError(f"{paths.manifest}: unreadable: {exc}") from exc
         return self._remember(paths.user_key, _Manifest(raw, document))
@@ -374,11 +381,15 @@ class FileMemoryStorage(MemoryStorage):
 
     def _read_bucket(self, paths: UserPaths, raw_user: str, bucket: str) -> dict[str, Any]:
         facts: dict[str, Any] = {}
-        for path in _fact_files(paths.facts_dir(bucket)):
-            record = parse_fact(
-                read_file(_in_its_shard(path)), path, user_id=raw_user, bucket=bucket
-            )
-            facts[record["id"]] = record
+        path = ""
+        try:  # around the loop, not in it: a reindex reads 10^5 files through here
+            for path in _fact_files(paths.facts_dir(bucket)):
+                record = parse_fact(
+                    read_file(_in_its_shard(path)), path, user_id=raw_user, bucket=bucket
+                )
+                facts[record["id"]] = record
+        except IsADirectoryError:
+            raise _not_a_fact_file(path) from None
         return facts
 
     def _read_kept(
@@ -394,20 +405,24 @@ class FileMemoryStorage(MemoryStorage):
         read: dict[str, KeptRecord] = {}
         facts: dict[str, Any] = {}
         parsed = 0
-        for path in _fact_files(facts_dir):
-            name = path[below:]
-            entry = kept.get(name)
-            if (
-                entry is None
-                or signature(os.stat(path)) != entry.signature
-                or entry.record.get("id") != os.path.basename(name)[:-3]  # only in a bad row
-            ):
-                data, status = read_file_and_stat(_in_its_shard(path))
-                record = parse_fact(data, path, user_id=raw_user, bucket=bucket)
-                entry = KeptRecord(signature(status), record)
-                parsed += 1
-            read[name] = entry
-            facts[entry.record["id"]] = entry.record
+        path = ""
+        try:  # around the loop, not in it (see `_read_bucket`)
+            for path in _fact_files(facts_dir):
+                name = path[below:]
+                entry = kept.get(name)
+                if (
+                    entry is None
+                    or signature(os.stat(path)) != entry.signature
+                    or entry.record.get("id") != os.path.basename(name)[:-3]  # only in a bad row
+                ):
+                    data, status = read_file_and_stat(_in_its_shard(path))
+                    record = parse_fact(data, path, user_id=raw_user, bucket=bucket)
+                    entry = KeptRecord(signature(status), record)
+                    parsed += 1
+                read[name] = entry
+                facts[entry.record["id"]] = entry.record
+        except IsADirectoryError:
+            raise _not_a_fact_file(path) from None
         # A process reads a bucket again after each commit of another process; rewriting the
         # row each time (6 ms at 500 facts) would cost more than parsing the few files changed.
         rewrite = not use_kept or parsed * REWRITE_SHARE >= min(len(read), REWRITE_FROM)
@@ -454,6 +469,8 @@ class FileMemoryStorage(MemoryStorage):
         migrate_if_needed(self, raw_user)
         with self._lock(paths).hold():
             manifest = self._recovered_manifest(paths)
+            if changes.rebase_onto is not None and changes.expected_revision != manifest.revision:
+                changes = self._rebased(paths, raw_user, manifest, changes)
             files = {key: paths.fact_file(*key) for key in changes.touched()}
             current = {key: self._stored(path, raw_user, key[0]) for key, path in files.items()}
             self._refuse_if_edited_by_hand(paths.user_key, manifest.raw, current)
@@ -485,6 +502,29 @@ class FileMemoryStorage(MemoryStorage):
             return self._commit(
                 paths, raw_user, manifest, changes, current, files, after, summaries, upserted, now
             )
+
+    def _rebased(
+        self, paths: UserPaths, raw_user: str, manifest: _Manifest, changes: ChangeSet
+    ) -> ChangeSet:
+        """`changes`, a create computed at an older revision, redone by its `rebase_onto` against
+        the bucket's current facts (read here, under the lock, only when another writer
+        committed since: an uncontended create reads nothing more). Hold the lock."""
+        buckets = {record["agent_name"] for record in changes.upserts}
+        if changes.rebase_onto is None or len(buckets) != 1 or changes.summaries:
+            raise ValueError("rebase_onto: only a change that adds facts to one bucket rebases")
+        (bucket,) = buckets
+        redone = changes.rebase_onto(self._current_facts(paths, raw_user, bucket, manifest))
+        return replace(redone, expected_revision=manifest.revision, rebase_onto=None)
+
+    def _current_facts(
+        self, paths: UserPaths, raw_user: str, bucket: str, manifest: _Manifest
+    ) -> Mapping[str, Mapping[str, Any]]:
+        """The bucket's facts as of `manifest`, from the cache when it holds them. Hold the lock."""
+        cached = self._buckets.get((paths.user_key, bucket))
+        if cached is not None and cached.manifest == manifest.raw:
+            return cached.facts
+        facts, _ = self._read_kept(paths, raw_user, bucket, use_kept=True)
+        return self._cached_snapshot(paths, raw_user, bucket, manifest, facts).facts
 
     def _refuse_if_edited_by_hand(
         self,
@@ -557,6 +597,7 @@ class FileMemoryStorage(MemoryStorage):
         }
         history_line = (json.dumps(entry, ensure_ascii=False) + "\n").encode("utf-8")
         new_manifest = (json.dumps(document, ensure_ascii=False, indent=2) + "\n").encode("utf-8")
+        history_size = self._whole_history(paths)
         Journal(
             operation_id=change_id,
             previous_revision=manifest.revision,
@@ -569,7 +610,7 @@ class FileMemoryStorage(MemoryStorage):
                 JournalEntry(paths.manifest.name, manifest.raw or None),
             ),
             history_line=history_line,
-            history_size=_size_of(paths.history),
+            history_size=history_size,
             manifest_after=manifest_digest(new_manifest),
         ).write(paths.journal)
         with SyncBatch() as batch:
@@ -598,6 +639,9 @@ class FileMemoryStorage(MemoryStorage):
                 batch.create(paths.manifest, new_manifest)
             batch.sync()
         Journal.finish(paths.journal)
+        if len(self._history_ends) >= MANIFESTS_CACHE_SIZE:
+            self._history_ends.clear()
+        self._history_ends[paths.user_key] = history_size + len(history_line)
         self._remember(paths.user_key, _Manifest(new_manifest, document))
         note_committed(self, paths.user_key)
         self._update_cache(paths.user_key, manifest.raw, new_manifest, after, upserted)
@@ -609,6 +653,36 @@ class FileMemoryStorage(MemoryStorage):
             deleted=tuple(key for key, data in after.items() if data is None),
         )
 
+    def _whole_history(self, paths: UserPaths) -> int:
+        """The size of `history.jsonl`, checked to end with a whole line before the next one is
+        appended: an interrupted commit's partial line was cut by its journal's recovery, so
+        a last line without its newline was damaged otherwise. A whole audit entry that only
+        lacks the newline gets it; anything else is refused, never appended to. Hold the lock.
+
+        Raises:
+            MemoryCorruptionError: the last line is not a whole audit entry.
+        """
+        size = _size_of(paths.history)
+        if not size or self._history_ends.get(paths.user_key) == size:
+            return size  # empty, or as this process's last commit left it
+        fd = os.open(paths.history, os.O_RDONLY)
+        try:
+            if os.pread(fd, 1, size - 1) == b"\n":
+                return size
+        finally:
+            os.close(fd)
+        data = read_file(paths.history)
+        start = data.rfind(b"\n") + 1
+        try:
+            _history_entry(data[start:])
+        except ValueError as exc:
+            raise MemoryCorruptionError(
+                f"{paths.history}: its last line (from byte {start}) is cut off: {exc}; nothing "
+                "was changed. Restore the file, or cut that line off, and retry"
+            ) from None
+        append_line(paths.history, b"\n")
+        return len(data) + 1
+
     def _stored(
         self, path: Path, raw_user: str, bucket: str
     ) -> tuple[bytes, dict[str, Any]] | None:
@@ -616,6 +690,8 @@ class FileMemoryStorage(MemoryStorage):
             data = read_file(path)
         except FileNotFoundError:
             return None
+        except IsADirectoryError:
+            raise _not_a_fact_file(path) from None
         return data, parse_fact(data, path, user_id=raw_user, bucket=bucket)
 
     def _update_cache(
@@ -736,10 +812,21 @@ def _history_side(
 _SUMMARY_SECTIONS: Final = {part: tuple(empty_document()[part]) for part in ("user", "history")}
 
 
-def _check_manifest(document: Any) -> None:
-    """Raise `ValueError` naming what makes `document` other than a `memory.json`."""
-    if not isinstance(document, dict) or not isinstance(document.get("revision"), int):
-        raise ValueError("not a memory document with an integer revision")
+def _check_manifest(document: Any, user_key: str) -> None:
+    """Raise `ValueError` naming what makes `document` other than the `memory.json` of the
+    user whose directory is `user_key`."""
+    if not isinstance(document, dict) or "revision" not in document:
+        raise ValueError("not a memory document with a revision")
+    if not is_revision(document["revision"]):
+        raise ValueError(f"revision {document['revision']!r} is not a non-negative 64-bit integer")
+    if "userId" in document:
+        owner = document["userId"]
+        try:
+            mismatch = not isinstance(owner, str) or safe_user_id(owner) != user_key
+        except ValueError:
+            mismatch = True
+        if mismatch:
+            raise ValueError(f"userId {owner!r} is not the user of this directory ({user_key})")
     for part, sections in _SUMMARY_SECTIONS.items():
         if not isinstance(document.get(part), dict):
             raise ValueError(f"{part}: not an object of summaries")
@@ -821,6 +908,10 @@ def _in_its_shard(path: str) -> str:
             f"{path}: in shard folder {os.path.basename(folder)}, but its id's folder is {wanted}"
         )
     return path
+
+
+def _not_a_fact_file(path: str | Path) -> MemoryCorruptionError:
+    return MemoryCorruptionError(f"{path}: a directory where a fact file belongs; move it away")
 
 
 def _absent(paths: UserPaths) -> bool:

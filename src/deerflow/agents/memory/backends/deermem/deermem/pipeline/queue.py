@@ -52,15 +52,20 @@ LLM call): a failing extraction is retried, never dropped.
 
 Processes. Several processes on one host (WAL needs shared memory, so the file cannot live on a
 network file system anyway) may share the journal, e.g. a CLI and a server. A worker claims an
-item in a write transaction: `claimed_by` (pid and a random token) plus a ten-minute lease. No
-one else takes the item until the claim is released, the lease expires or the claimant's pid has
-gone (a reused pid holds it until the lease runs out); a `process` call outliving its lease may
-run twice. Within a process, the worker and `flush` take turns on one lock, so `process` is
-never called concurrently.
+item in a write transaction: `claimed_by` (pid and a random instance id) plus a ten-minute lease.
+No one else takes the item until the claim is released, the lease expires or the claimant has
+gone; a `process` call outliving its lease may run twice. Each queue object holds an exclusive
+`flock` on its own file `{journal}.owners/{instance id}.lock` for as long as it is open, and a
+claimant is alive exactly while that lock is held: the kernel releases it when the process dies,
+so a process restarted with its predecessor's pid (PID 1 in a container) takes the
+predecessor's claims at once. (A claim written before instance files existed is judged by its
+pid: alive while a process of that pid other than this one runs.) Within a process, the worker
+and `flush` take turns on one lock, so `process` is never called concurrently.
 """
 
 from __future__ import annotations
 
+import fcntl
 import json
 import logging
 import math
@@ -139,6 +144,7 @@ _ITEM_SQL: Final = (
     " i.last_at, i.due_at FROM items AS i"
 )
 _CHUNKS_SQL: Final = "SELECT seq, turns FROM chunks WHERE item_id = ? ORDER BY seq"
+_CLAIMANTS_SQL: Final = "SELECT DISTINCT claimed_by FROM items WHERE claimed_by IS NOT NULL"
 
 
 class QueueFullError(MemoryManagerError):
@@ -230,13 +236,17 @@ class DurableQueue:
         self._max_depth = max_depth
         self._max_marks = watermark_max_keys
         self._clock = clock
-        self._token = f"{os.getpid()}:{uuid.uuid4().hex}"
+        self._instance = uuid.uuid4().hex
+        self._token = f"{os.getpid()}:{self._instance}"
+        self._owners = path.with_name(f"{path.name}.owners")
         self._lock = threading.Lock()  # the connection
         self._busy = threading.Lock()  # one `process` call at a time
         self._wake = threading.Condition()
         self._poked = False
         self._stopping = False
         path.parent.mkdir(parents=True, exist_ok=True)
+        # Held before anything is claimed under the token, and while the journal is open.
+        self._liveness: int | None = _hold_liveness(self._owners, self._instance)
         synchronous = f"PRAGMA synchronous={'FULL' if fsync else 'NORMAL'}"
         self._conn = _connect(path)
         # The worker's own connection, for checkpoints: in WAL mode they run beside a put
@@ -247,6 +257,8 @@ class DurableQueue:
             self._conn.execute(synchronous)
             with self._write() as conn:
                 apply_migrations(conn, MIGRATIONS)
+                claimants = {row[0] for row in conn.execute(_CLAIMANTS_SQL)}
+            _sweep_owners(self._owners, claimants)
             if start:
                 self._conn.execute("PRAGMA wal_autocheckpoint=0")
                 self._checkpointer = _connect(path)
@@ -502,7 +514,7 @@ class DurableQueue:
         """Take the first item due by `due_by` that nobody holds, dropping ones with no news."""
         now = self._clock()
         with self._write() as conn:
-            orphans = _orphans(conn, now)
+            orphans = self._orphans(conn, now)
             while True:
                 row = conn.execute(
                     f"{_ITEM_SQL} WHERE i.due_at <= ? AND i.id NOT IN (SELECT value FROM"
@@ -642,7 +654,7 @@ class DurableQueue:
         with self._lock:
             (due,) = self._conn.execute(
                 f"SELECT min(i.due_at) FROM items AS i WHERE {_FREE}",
-                (now, _orphans(self._conn, now)),
+                (now, self._orphans(self._conn, now)),
             ).fetchone()
         return math.inf if due is None else float(due)
 
@@ -660,11 +672,32 @@ class DurableQueue:
             self._poked = True
             self._wake.notify_all()
 
+    def _orphans(self, conn: sqlite3.Connection, now: float) -> str:
+        """The ids (a JSON list) of items whose claim is unexpired but whose claimant has gone.
+
+        Live leases are few (one per working queue object), so their claimants are checked
+        here, in Python, once per distinct claimant.
+        """
+        held = conn.execute(
+            "SELECT id, claimed_by FROM items WHERE claimed_by IS NOT NULL AND claimed_until >= ?",
+            (now,),
+        ).fetchall()
+        alive = {self._token: True}
+        for _, owner in held:
+            if owner not in alive:
+                alive[owner] = _claimant_alive(owner, self._owners)
+        return json.dumps([row_id for row_id, owner in held if not alive[owner]])
+
     def _close_connection(self) -> None:
         with self._lock:
             self._conn.close()
         if self._checkpointer is not None:
             self._checkpointer.close()
+        if self._liveness is not None:  # a second close finds it released
+            # Nothing is claimed under the token any more: the file goes, then the lock.
+            (self._owners / f"{self._instance}.lock").unlink(missing_ok=True)
+            os.close(self._liveness)
+            self._liveness = None
 
     @contextmanager
     def _write(self) -> Iterator[sqlite3.Connection]:
@@ -725,16 +758,50 @@ def _after(
     return turns
 
 
-def _orphans(conn: sqlite3.Connection, now: float) -> str:
-    """The ids (a JSON list) of items whose claim is unexpired but whose claimant has died.
+def _hold_liveness(owners: Path, instance: str) -> int:
+    """Create `owners/{instance}.lock` already locked (made and locked under a temporary name,
+    then renamed: no one ever sees it unlocked while its owner lives); the descriptor to keep."""
+    owners.mkdir(exist_ok=True)
+    temporary = owners / f".{instance}.tmp"
+    fd = os.open(temporary, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        os.rename(temporary, owners / f"{instance}.lock")
+    except BaseException:
+        os.close(fd)
+        temporary.unlink(missing_ok=True)
+        raise
+    return fd
 
-    Live leases are few (one per working process), so their owners are checked here, in Python.
-    A claim of this very process is never orphaned: it is in flight in some queue object.
-    """
-    held = conn.execute(
-        "SELECT id, claimed_by FROM items WHERE claimed_by IS NOT NULL AND claimed_until >= ?",
-        (now,),
-    ).fetchall()
-    pids = {row_id: int(owner.split(":", 1)[0]) for row_id, owner in held}
-    ended = [i for i, pid in pids.items() if pid != os.getpid() and not process_alive(pid)]
-    return json.dumps(ended)
+
+def _claimant_alive(owner: str, owners: Path) -> bool:
+    """Whether the queue object that wrote the claim `owner` ("pid:instance") is still open."""
+    pid, _, instance = owner.partition(":")
+    held = _held(owners / f"{instance}.lock") if instance.isalnum() else None
+    if held is None:  # a claim from before instance files: by its pid, never this process's
+        return pid.isdigit() and int(pid) != os.getpid() and process_alive(int(pid))
+    return held
+
+
+def _held(path: Path) -> bool | None:
+    """Whether a live process holds the `flock` of `path`; None when there is no such file."""
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except FileNotFoundError:
+        return None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    finally:
+        os.close(fd)  # which also releases a lock taken
+    return False
+
+
+def _sweep_owners(owners: Path, claimants: set[str]) -> None:
+    """Remove the instance files of queue objects that are gone and hold no claim."""
+    claiming = {owner.partition(":")[2] for owner in claimants}
+    for entry in os.scandir(owners):
+        gone = entry.name.endswith(".lock") and _held(Path(entry.path)) is False
+        if gone and entry.name.removesuffix(".lock") not in claiming:
+            Path(entry.path).unlink(missing_ok=True)
