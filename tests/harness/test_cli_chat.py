@@ -163,3 +163,19 @@ def test_an_mcp_server_that_cannot_start_ends_the_chat_with_its_name(tmp_path: P
 
     assert result.exit_code == 1
     assert "mcp_servers.files: listing its tools failed" in result.output
+
+
+def test_a_long_error_stays_one_line_when_output_is_not_a_terminal(config_file: Path) -> None:
+    """Piped or captured (not a terminal), a message is never wrapped at 80 columns."""
+    missing = "fact_" + "0123456789abcdef" * 2
+    result = CliRunner().invoke(
+        app,
+        ["chat", "-c", str(config_file)],
+        input=f"/forget {missing}\n/forget {missing}-{'x' * 100}\n/quit\n",
+        env={"COLUMNS": "80"},
+    )
+
+    assert result.exit_code == 0, result.output
+    lines = [line for line in result.output.splitlines() if missing in line]
+    assert len(lines) == 2, lines
+    assert any(len(line) > 120 for line in lines), "the long one kept whole"

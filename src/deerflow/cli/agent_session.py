@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from typing import Any
 
 import typer
@@ -123,7 +123,14 @@ async def stream_turn(
 def flush_memory(manager: MemoryManager, timeout: float, console: Console) -> bool:
     """Write what memory has queued (`shutdown_flush`), saying so before and after."""
     console.print(f"Saving memory (waiting up to {timeout:g} s)...", highlight=False)
-    with console.status("extracting what this conversation taught..."):
+    # A spinner at a terminal only: off one, the line above says it all, and a live display
+    # would redraw a line as wide as the unwrapped console.
+    spinner = (
+        console.status("extracting what this conversation taught...")
+        if console.is_terminal
+        else nullcontext()
+    )
+    with spinner:
         done = manager.shutdown_flush(timeout)
     if done:
         console.print("Memory saved.")

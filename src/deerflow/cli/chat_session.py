@@ -28,6 +28,7 @@ from deerflow.cli.agent_session import (
     prepare_model,
     stream_turn,
 )
+from deerflow.cli.console import stdout
 from deerflow.config import AppConfig
 from deerflow.startup import build_checked, load_checked
 
@@ -146,7 +147,7 @@ class ChatSession:
 
 def run_chat(config: Path | None, *, agent: str | None, user: str, thread: str | None) -> None:
     """The whole `deerflow chat` command: set up, converse, flush memory, close."""
-    console = Console(highlight=False)
+    console = stdout()
     with harness_errors():
         # Everything that can be wrong in the configuration is found before the offline
         # model's install, which takes minutes.
