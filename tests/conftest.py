@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from deerflow.agents.memory import backend_keys
 from deerflow.agents.memory.backends.deermem import DeerMemMemoryManager
 from deerflow.agents.memory.backends.inmemory import InMemoryMemoryManager
 from deerflow.agents.memory.factory import reset_memory_manager
@@ -20,6 +21,8 @@ def isolated_environment(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Ite
     monkeypatch.setenv("DEER_FLOW_HOME", str(home))
     monkeypatch.delenv("DEER_FLOW_CONFIG", raising=False)
     monkeypatch.chdir(tmp_path)
+    # Unknown backend keys are warned about once per process; each test is a fresh start.
+    monkeypatch.setattr(backend_keys, "_warned", set())
     yield home
     reset_memory_manager()
 

@@ -73,11 +73,15 @@ def existing_memory(manager: MemoryManager) -> None:
 
 
 def files(root: Path) -> dict[str, str]:
-    """Every stored file's digest (the search index is derived data and may be rebuilt)."""
+    """Every stored file's digest (the search index is derived data and may be rebuilt; the
+    write queue's files are the running processes', not memory)."""
     return {
         str(path.relative_to(root)): hashlib.sha256(path.read_bytes()).hexdigest()
         for path in sorted(root.rglob("*"))
-        if path.is_file() and ".sqlite" not in path.name and "index" not in path.parts
+        if path.is_file()
+        and ".sqlite" not in path.name
+        and "index" not in path.parts
+        and ".queue" not in path.parts
     }
 
 

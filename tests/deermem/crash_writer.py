@@ -37,6 +37,7 @@ def commits(root: str, user: str, count: int) -> None:
 
 def creates(root: str, user: str, count: int, name: str) -> None:
     manager = DeerMemMemoryManager.from_config({"storage_path": root, "max_facts": 500})
+    manager.warm()  # the embedding model loads here, not inside the window the kill falls in
     print("ready", flush=True)
     for i in range(count):
         content = f"{name} fact {i}"

@@ -486,15 +486,15 @@ def test_one_fact_is_read_by_id(client: httpx.Client) -> None:
     response = client.get(f"/api/memory/facts/{created['id']}")
 
     assert response.status_code == 200, response.text
-    assert response.json() == created
-    assert response.json() == client.get("/api/memory").json()["facts"][0]
+    document = client.get("/api/memory").json()
+    assert response.json() == created | {"revision": document["revision"]}
+    assert response.json() == document["facts"][0] | {"revision": document["revision"]}
     coder = client.get("/api/memory", params={"agent_name": "coder"}).json()["facts"][0]
     other_bucket = client.get(f"/api/memory/facts/{coder['id']}")
     expect_error(other_bucket, 404, "fact_not_found")
-    assert (
-        client.get(f"/api/memory/facts/{coder['id']}", params={"agent_name": "coder"}).json()
-        == coder
-    )
+    assert client.get(
+        f"/api/memory/facts/{coder['id']}", params={"agent_name": "coder"}
+    ).json() == coder | {"revision": document["revision"]}
 
 
 def test_reading_a_missing_fact_is_a_typed_404(client: httpx.Client) -> None:

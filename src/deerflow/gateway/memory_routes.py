@@ -28,7 +28,6 @@ from deerflow.gateway.schemas import (
     Category,
     Change,
     DeletedFact,
-    Fact,
     FactCreate,
     FactPatch,
     History,
@@ -123,17 +122,19 @@ async def reload_memory(manager: Manager, user: CurrentUser, agent_name: AgentNa
 
 @router.get(
     "/facts/{fact_id}",
-    summary="One fact of the bucket, with every field the backend returns for it",
-    response_model=Fact,
+    summary="One fact of the bucket, with every field the backend returns for it, and the "
+    "memory's revision (for a conditional write after it)",
+    response_model=WrittenFact,
     responses=error_responses(400, 404, 501),
 )
 async def get_fact(
     fact_id: FactId, manager: Manager, user: CurrentUser, agent_name: AgentName = None
 ) -> Any:
-    fact = _fact(await manager.aget_memory(user_id=user, agent_name=agent_name), fact_id)
+    document = await manager.aget_memory(user_id=user, agent_name=agent_name)
+    fact = _fact(document, fact_id)
     if fact is None:
         raise FactNotFoundError(fact_id)
-    return JSONResponse(fact)
+    return JSONResponse(_written(fact, document))
 
 
 @router.get(
