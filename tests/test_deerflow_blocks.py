@@ -137,3 +137,18 @@ def _write(tmp_path: Path, text: str) -> Path:
     path = tmp_path / "config.yaml"
     path.write_text(text, encoding="utf-8")
     return path
+
+
+@pytest.mark.parametrize("spelling", ["", "file", None])
+def test_each_of_deerflows_spellings_of_the_default_storage_is_the_file_storage(
+    tmp_path: Path, spelling: str | None
+) -> None:
+    manager = DeerMemMemoryManager.from_config(
+        {"storage_path": str(tmp_path), "storage_class": spelling}
+    )
+    try:
+        assert manager._config.storage_class is None
+        _, fact_id = manager.create_fact("Prefers uv over pip", "preference", 0.9)
+        assert list(tmp_path.glob(f"users/default/agents/__default__/facts/*/{fact_id}.md"))
+    finally:
+        manager.close()

@@ -70,8 +70,8 @@ class DeerMemConfig(BaseModel):
     @field_validator("storage_class", mode="before")
     @classmethod
     def _empty_is_default(cls, value: Any) -> Any:
-        # DeerFlow's documented block spells the default `storage_class: ""`.
-        return None if value == "" else value
+        # DeerFlow spells the default `storage_class: ""` in its documented block, or `file`.
+        return None if value in ("", "file") else value
 
     @field_validator("max_facts")
     @classmethod
