@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -234,6 +236,30 @@ def test_concurrent_first_reads_migrate_once(tmp_path: Path) -> None:
 
     assert {len(snapshot.facts) for snapshot in snapshots} == {1}
     assert len(storage.read_history("default")) == 1
+
+
+def test_processes_that_open_a_legacy_user_at_once_migrate_it_once(tmp_path: Path) -> None:
+    legacy = write_json(UserPaths(tmp_path, "alice").manifest, v1_document(v1_fact("Likes tea")))
+    code = (
+        "import sys\n"
+        "from deerflow.agents.memory.backends.deermem import DeerMemMemoryManager\n"
+        "m = DeerMemMemoryManager.from_config({'storage_path': sys.argv[1]})\n"
+        "print([f['content'] for f in m.get_memory(user_id='alice')['facts']])\n"
+    )
+    readers = [
+        subprocess.Popen(
+            [sys.executable, "-c", code, str(tmp_path)], stdout=subprocess.PIPE, text=True
+        )
+        for _ in range(4)
+    ]
+
+    outputs = [reader.communicate(timeout=120)[0] for reader in readers]
+
+    assert [reader.returncode for reader in readers] == [0] * 4
+    assert outputs == ["['Likes tea']\n"] * 4
+    [entry] = storage_at(tmp_path).read_history("alice")
+    assert entry["actor"] == "migration"
+    assert (UserPaths(tmp_path, "alice").dir / "memory.json.v1.bak").read_bytes() == legacy
 
 
 def test_a_per_agent_summary_that_conflicts_is_refused_and_nothing_changes(
