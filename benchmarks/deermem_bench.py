@@ -80,7 +80,6 @@ from deerflow.agents.memory.backends.deermem.deermem.core.storage import (
 )
 from deerflow.agents.memory.backends.deermem.deermem.governance import normalized
 from deerflow.agents.memory.backends.deermem.deermem.manager import DeerMemMemoryManager
-from deerflow.agents.memory.backends.deermem.deermem.migrate import migrate_if_needed
 
 HERE = Path(__file__).resolve().parent
 PARTS = ("create_fact", "cold_start", "add", "extraction", "get_context", "stores")
@@ -469,7 +468,7 @@ def search_breakdown(
     paths, raw_user, _bucket = storage._scope(user, None)
     load_parts: dict[str, Callable[[int], object]] = {
         "_scope (safe id + UserPaths, pathlib)": lambda i: storage._scope(user, None),
-        "migrate_if_needed (stat of memory.json)": lambda i: migrate_if_needed(storage, raw_user),
+        "_open_once (set lookup, user opened)": lambda i: storage._open_once(paths, raw_user),
         "_read_manifest (read + json.loads memory.json)": lambda i: storage._read_manifest(paths),
         "_buckets_of (iterdir of agents/)": lambda i: _buckets_of(paths),
     }

@@ -168,3 +168,48 @@ def test_without_numpy_the_default_is_refused_by_name_and_lexical_search_still_r
     assert "numpy, model2vec" in error
     assert "pip install 'deerflow-memory[embeddings]'" in error
     assert "set it to false" in error
+
+
+def test_the_inner_package_has_no_import_cycle() -> None:
+    """Dependencies point one way: no module imports, even lazily, one that imports it back."""
+    package = Path(inner.__file__).parent
+    modules = {
+        ".".join([inner.__name__, *path.relative_to(package).with_suffix("").parts]).removesuffix(
+            ".__init__"
+        ): path
+        for path in package.rglob("*.py")
+    }
+    graph = {
+        module: {
+            target
+            for imported in imported_names(path)
+            for target in (imported, imported.rpartition(".")[0])
+            if target in modules and target != module
+        }
+        for module, path in modules.items()
+    }
+    cycles = [
+        f"{module} -> {target} -> … -> {module}"
+        for module in graph
+        for target in graph[module]
+        if module in reachable(graph, target)
+    ]
+    assert not cycles
+
+
+def imported_names(path: Path) -> set[str]:
+    """Every module and `from module import name` as `module.name` that `path` imports."""
+    found = set(imported_modules(path))
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            found.update(f"{node.module}.{alias.name}" for alias in node.names)
+    return found
+
+
+def reachable(graph: dict[str, set[str]], start: str) -> set[str]:
+    seen, todo = {start}, [start]
+    while todo:
+        for target in graph[todo.pop()] - seen:
+            seen.add(target)
+            todo.append(target)
+    return seen

@@ -16,7 +16,11 @@ import pytest
 from deerflow.agents.memory.backends.deermem import DeerMemMemoryManager
 from deerflow.agents.memory.backends.deermem.deermem import manager as manager_module
 from deerflow.agents.memory.backends.deermem.deermem.core import index as index_module
-from deerflow.agents.memory.backends.deermem.deermem.core.changes import MemorySnapshot
+from deerflow.agents.memory.backends.deermem.deermem.core.changes import (
+    ChangeSet,
+    CommitResult,
+    MemorySnapshot,
+)
 from deerflow.agents.memory.backends.deermem.deermem.core.paths import UserPaths, safe_user_id
 from deerflow.agents.memory.backends.deermem.deermem.core.storage import (
     FileMemoryStorage,
@@ -29,6 +33,7 @@ from deerflow.agents.memory.manager import (
     FactNotFoundError,
     MemoryConflictError,
     build_memory_manager,
+    empty_document,
 )
 from deerflow.config import MemoryConfig
 
@@ -727,6 +732,44 @@ def test_search_works_on_a_storage_without_a_load_facts_override(tmp_path: Path)
     assert [r["content"] for r in manager.search("ramen", user_id="u")] == ["likes ramen"]
     fresh = make(tmp_path)  # cold cache: only the hits are read
     assert [r["content"] for r in fresh.search("ramen", user_id="u")] == ["likes ramen"]
+
+
+class DictStorage(MemoryStorage):
+    """DeerFlow's documented custom storage: only `load`, `reload` and `save`, kept in a dict."""
+
+    def __init__(self, config: Any) -> None:
+        super().__init__(config)
+        self.revision = 0
+        self.facts: dict[tuple[str, str], dict[str, Any]] = {}
+
+    def load(self, user_id: str | None, agent_name: str | None) -> MemorySnapshot:
+        bucket = agent_name or "__default__"
+        summaries = {part: empty_document()[part] for part in ("user", "history")}
+        facts = {fact_id: f for (b, fact_id), f in self.facts.items() if b == bucket}
+        buckets = tuple(sorted({b for b, _ in self.facts}))
+        return MemorySnapshot(
+            user_id or "default", bucket, self.revision, "", summaries, facts, buckets
+        )
+
+    reload = load
+
+    def save(self, user_id: str | None, changes: ChangeSet) -> CommitResult:
+        self.revision += 1
+        for record in changes.upserts:
+            self.facts[(record["agent_name"], record["id"])] = {**record, "revision": self.revision}
+        return CommitResult(self.revision, f"change-{self.revision}", "", tuple(changes.upserts))
+
+
+def test_a_custom_storage_with_only_load_reload_and_save_runs(tmp_path: Path) -> None:
+    manager = make(tmp_path, storage_class=f"{__name__}.DictStorage")
+    assert isinstance(manager.storage, DictStorage)
+
+    _, fact_id = manager.create_fact("Prefers uv over pip", user_id="u")
+
+    assert manager.storage.facts[("__default__", fact_id)]["content"] == "Prefers uv over pip"
+    assert [f["content"] for f in manager.get_memory(user_id="u")["facts"]] == [
+        "Prefers uv over pip"
+    ]
 
 
 def test_search_hits_read_one_by_one_see_edits_after_reload(tmp_path: Path) -> None:

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -31,20 +34,9 @@ from tests.deermem.storage_helpers import fact, storage_at
 SECRET = "My OpenAI key is sk-proj-4fG7hK2mN9pQ3rS8tV1wX6yZ0aB5cD"
 
 
-class WiredStorage(FileMemoryStorage):
-    """File storage with the lazy migration wired in front of every read, as intended."""
-
-    def load(self, user_id: str | None, agent_name: str | None) -> Any:
-        migrate_if_needed(self, user_id)
-        return super().load(user_id, agent_name)
-
-    def reload(self, user_id: str | None, agent_name: str | None) -> Any:
-        migrate_if_needed(self, user_id)
-        return super().reload(user_id, agent_name)
-
-
-def wired(root: Path) -> WiredStorage:
-    return WiredStorage(storage_at(root).config)
+def wired(root: Path) -> FileMemoryStorage:
+    """File storage that migrates each user when it opens it, as DeerMem's manager builds it."""
+    return FileMemoryStorage(storage_at(root).config, open_user=migrate_if_needed)
 
 
 def v1_fact(content: str, fact_id: str | None = "fact_1a2b3c4d", **fields: Any) -> dict[str, Any]:
@@ -190,7 +182,7 @@ def test_a_per_user_file_without_version_2_or_with_facts_counts_as_legacy(tmp_pa
     assert find_legacy(tmp_path) == []
 
 
-def test_the_first_read_migrates_and_later_reads_cost_one_stat(
+def test_the_first_read_migrates_and_later_reads_do_not_look_again(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     write_json(tmp_path / "memory.json", v1_document(v1_fact("Prefers uv over pip")))
@@ -201,18 +193,79 @@ def test_the_first_read_migrates_and_later_reads_cost_one_stat(
     assert [f["content"] for f in snapshot.facts.values()] == ["Prefers uv over pip"]
     assert migrate_if_needed(storage, "default") is None
     monkeypatch.setattr(migrate_module, "_sources_of", _must_not_scan)
-    assert migrate_if_needed(storage, "default") is None, "unchanged memory.json: no scan"
-    assert len(storage.read_history("default")) == 1
+    storage.save("default", ChangeSet("manual", "t", upserts=[fact("Likes tea")]))
+    assert len(storage.load(None, None).facts) == 2
+    assert len(storage.reload("default", "coder").facts) == 0
+    assert len(storage.read_history("default")) == 2
 
 
 def _must_not_scan(*args: object) -> None:
-    raise AssertionError("scanned for legacy files although memory.json is unchanged")
+    raise AssertionError("looked for legacy files again although the user was opened")
+
+
+def test_a_user_whose_opening_failed_is_opened_again(tmp_path: Path) -> None:
+    legacy = tmp_path / "memory.json"
+    write_json(legacy, v1_document(v1_fact("Fine"), v1_fact("   ", "fact_0000e0e0")))
+    storage = wired(tmp_path)
+    for _ in range(2):
+        with pytest.raises(MigrationError, match="content"):
+            storage.load(None, None)
+    write_json(legacy, v1_document(v1_fact("Fine")))
+
+    assert [f["content"] for f in storage.load(None, None).facts.values()] == ["Fine"]
+
+
+def test_a_legacy_file_put_there_later_waits_for_migrate_or_the_next_process(
+    tmp_path: Path,
+) -> None:
+    storage = wired(tmp_path)
+    storage.save("default", ChangeSet("manual", "t", upserts=[fact("Likes tea")]))
+    write_json(tmp_path / "agents" / "coder" / "memory.json", v1_document(v1_fact("Uses pnpm")))
+
+    assert storage.load("default", "coder").facts == {}, "opened already: not looked at again"
+    [coder_fact] = wired(tmp_path).load("default", "coder").facts.values()
+    assert coder_fact["content"] == "Uses pnpm"
+
+
+def test_concurrent_first_reads_migrate_once(tmp_path: Path) -> None:
+    write_json(tmp_path / "memory.json", v1_document(v1_fact("Prefers uv over pip")))
+    storage = wired(tmp_path)
+
+    with ThreadPoolExecutor(8) as pool:
+        snapshots = list(pool.map(lambda _: storage.load(None, None), range(8)))
+
+    assert {len(snapshot.facts) for snapshot in snapshots} == {1}
+    assert len(storage.read_history("default")) == 1
+
+
+def test_processes_that_open_a_legacy_user_at_once_migrate_it_once(tmp_path: Path) -> None:
+    legacy = write_json(UserPaths(tmp_path, "alice").manifest, v1_document(v1_fact("Likes tea")))
+    code = (
+        "import sys\n"
+        "from deerflow.agents.memory.backends.deermem import DeerMemMemoryManager\n"
+        "m = DeerMemMemoryManager.from_config({'storage_path': sys.argv[1]})\n"
+        "print([f['content'] for f in m.get_memory(user_id='alice')['facts']])\n"
+    )
+    readers = [
+        subprocess.Popen(
+            [sys.executable, "-c", code, str(tmp_path)], stdout=subprocess.PIPE, text=True
+        )
+        for _ in range(4)
+    ]
+
+    outputs = [reader.communicate(timeout=120)[0] for reader in readers]
+
+    assert [reader.returncode for reader in readers] == [0] * 4
+    assert outputs == ["['Likes tea']\n"] * 4
+    [entry] = storage_at(tmp_path).read_history("alice")
+    assert entry["actor"] == "migration"
+    assert (UserPaths(tmp_path, "alice").dir / "memory.json.v1.bak").read_bytes() == legacy
 
 
 def test_a_per_agent_summary_that_conflicts_is_refused_and_nothing_changes(
     tmp_path: Path,
 ) -> None:
-    storage = wired(tmp_path)
+    storage = storage_at(tmp_path)
     storage.save("default", ChangeSet("manual", "t", summaries={"user": {"workContext": "Chef"}}))
     write_json(
         tmp_path / "agents" / "coder" / "memory.json",
@@ -221,7 +274,7 @@ def test_a_per_agent_summary_that_conflicts_is_refused_and_nothing_changes(
     before = tree(tmp_path)
 
     with pytest.raises(MigrationError, match=r"summary user\.workContext differs") as caught:
-        storage.load("default", "coder")
+        wired(tmp_path).load("default", "coder")
 
     assert isinstance(caught.value, MemoryCorruptionError)
     assert tree(tmp_path) == before, "legacy file kept, no backup, no fact"

@@ -49,7 +49,11 @@ from deerflow.agents.memory.backends.deermem.deermem.governance import (
     normalized,
     refuse_duplicate,
 )
-from deerflow.agents.memory.backends.deermem.deermem.migrate import find_legacy, migrate
+from deerflow.agents.memory.backends.deermem.deermem.migrate import (
+    find_legacy,
+    migrate,
+    migrate_if_needed,
+)
 from deerflow.agents.memory.backends.deermem.deermem.usage import FactUsage
 from deerflow.agents.memory.backends.deermem.deermem.views import RecordViews
 from deerflow.agents.memory.manager import (
@@ -141,7 +145,7 @@ class DeerMemMemoryManager(MemoryManager):
         hooks = data.pop("host_hooks", {})
         super().__init__(**data)
         self._config = parse_config(self.backend_config)
-        self._storage = load_storage(self._config)
+        self._storage = load_storage(self._config, open_user=migrate_if_needed)
         self._embedder = None
         if self._config.retrieval_embeddings:
             from deerflow.agents.memory.backends.deermem.deermem.embeddings import Embedder

@@ -22,13 +22,11 @@ from __future__ import annotations
 
 import hashlib
 import json
-import threading
-import weakref
-from collections.abc import Callable, Iterator, Mapping
-from contextlib import AbstractContextManager, contextmanager, nullcontext
+from collections.abc import Callable, Mapping
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Final, Literal
+from typing import Any, Final, Literal
 
 from deerflow.agents.memory.backends.deermem.deermem.core.atomic import atomic_write, fsync_dir
 from deerflow.agents.memory.backends.deermem.deermem.core.changes import ChangeSet, FactKey
@@ -42,6 +40,7 @@ from deerflow.agents.memory.backends.deermem.deermem.core.paths import (
     safe_user_id,
     user_paths,
 )
+from deerflow.agents.memory.backends.deermem.deermem.core.storage import FileMemoryStorage
 from deerflow.agents.memory.manager import (
     FACT_CATEGORIES,
     MemoryCorruptionError,
@@ -52,9 +51,6 @@ from deerflow.agents.memory.manager import (
     validate_content,
 )
 
-if TYPE_CHECKING:
-    from deerflow.agents.memory.backends.deermem.deermem.core.storage import FileMemoryStorage
-
 __all__ = [
     "LegacySource",
     "MigrationError",
@@ -63,7 +59,6 @@ __all__ = [
     "find_legacy",
     "migrate",
     "migrate_if_needed",
-    "note_committed",
 ]
 
 BACKUP_SUFFIX: Final = ".v1.bak"
@@ -76,7 +71,6 @@ _FACT_KEYS: Final = frozenset({"id", "content", "category", "confidence", "sourc
 _BOOKKEEPING: Final = _STORAGE_KEYS | {"createdAt", "updatedAt"}
 
 SourceKind = Literal["root", "agent", "user"]
-_Signature = tuple[int, int, int] | None
 _Summaries = dict[str, dict[str, str]]
 
 
@@ -304,20 +298,10 @@ def migrate(
     return MigrationReport(dry_run, tuple(results))
 
 
-# Users whose manifest was found clean, by the (mtime_ns, size, inode) it had then.
-_clean: weakref.WeakKeyDictionary[FileMemoryStorage, dict[str, _Signature]] = (
-    weakref.WeakKeyDictionary()
-)
-_clean_guard = threading.Lock()
-_running = threading.local()
-
-
-def migrate_if_needed(storage: FileMemoryStorage, user_id: str | None) -> UserMigration | None:
-    """Migrate this user's legacy memory, if any; for the storage to call before a read.
-
-    Costs one `stat` of the user's `memory.json` while it is unchanged since it was last found
-    clean. Calls from within a migration of the same user (the migration reads through the
-    storage) return at once.
+def migrate_if_needed(storage: FileMemoryStorage, user_id: str) -> UserMigration | None:
+    """Migrate this user's legacy memory, if any: the storage's `open_user`, which runs before
+    the storage first reads or writes the user (a legacy file put there later is migrated by
+    `migrate` or the next process).
 
     Returns:
         What was migrated, or None when there was nothing to do.
@@ -325,61 +309,10 @@ def migrate_if_needed(storage: FileMemoryStorage, user_id: str | None) -> UserMi
     Raises:
         MigrationError: the legacy memory needs an operator; it was left as it was.
     """
-    raw_user = DEFAULT_USER if user_id is None else user_id
-    user_key = safe_user_id(raw_user)
-    if (id(storage), user_key) in _active():
+    if not _sources_of(storage.root, user_id):
         return None
-    signature = _signature(storage, user_key)
-    with _clean_guard:
-        known = _clean.setdefault(storage, {})
-        if user_key in known and known[user_key] == signature:
-            return None
-    if not _sources_of(storage.root, raw_user):
-        with _clean_guard:
-            known[user_key] = signature
-        return None
-    report = _migrate_user(storage, raw_user, dry_run=False)
+    report = _migrate_user(storage, user_id, dry_run=False)
     return report if report.sources else None  # another process may have migrated it meanwhile
-
-
-def note_committed(storage: FileMemoryStorage, user_key: str) -> None:
-    """Remember that the user's `memory.json` is one the storage just wrote (so not legacy):
-    the next read need not parse it again to know.
-
-    Only for users other than the default one, whose legacy source can only be that file (the
-    default user's are also the root's files, which may appear at any time), and not during a
-    migration of the user, which is finished only when its last step is.
-    """
-    if (id(storage), user_key) in _active() or user_key == safe_user_id(DEFAULT_USER):
-        return
-    signature = _signature(storage, user_key)
-    with _clean_guard:
-        _clean.setdefault(storage, {})[user_key] = signature
-
-
-def _signature(storage: FileMemoryStorage, user_key: str) -> _Signature:
-    try:
-        stat = user_paths(storage.root, user_key).manifest.stat()
-    except FileNotFoundError:
-        return None
-    return (stat.st_mtime_ns, stat.st_size, stat.st_ino)
-
-
-def _active() -> set[tuple[int, str]]:
-    if not hasattr(_running, "users"):
-        _running.users = set()
-    active: set[tuple[int, str]] = _running.users
-    return active
-
-
-@contextmanager
-def _migrating(storage: FileMemoryStorage, user_key: str) -> Iterator[None]:
-    active = _active()
-    active.add((id(storage), user_key))
-    try:
-        yield
-    finally:
-        active.discard((id(storage), user_key))
 
 
 def _migrate_user(storage: FileMemoryStorage, user_id: str, *, dry_run: bool) -> UserMigration:
@@ -389,7 +322,7 @@ def _migrate_user(storage: FileMemoryStorage, user_id: str, *, dry_run: bool) ->
     held: AbstractContextManager[None] = (
         nullcontext() if dry_run else storage.user_lock(user_id).hold()
     )
-    with held, _migrating(storage, paths.user_key):
+    with held, storage.opening(user_id):
         if not dry_run and paths.journal.exists():
             storage.reload(user_id, None)  # finish or undo an interrupted commit first
         plan = _Plan.build(

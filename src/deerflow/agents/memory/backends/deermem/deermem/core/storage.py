@@ -13,7 +13,8 @@ import os
 import threading
 import uuid
 from abc import ABC, abstractmethod
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Final
@@ -56,10 +57,6 @@ from deerflow.agents.memory.backends.deermem.deermem.core.record_cache import (
     RecordCache,
     signature,
 )
-from deerflow.agents.memory.backends.deermem.deermem.migrate import (
-    migrate_if_needed,
-    note_committed,
-)
 from deerflow.agents.memory.manager import (
     FactNotFoundError,
     MemoryConflictError,
@@ -70,7 +67,7 @@ from deerflow.agents.memory.manager import (
     utc_now,
 )
 
-__all__ = ["FileMemoryStorage", "MemoryStorage", "load_storage"]
+__all__ = ["FileMemoryStorage", "MemoryStorage", "UserOpener", "load_storage"]
 
 DOCUMENT_VERSION: Final = "2.0"
 SINGLES_CACHE_SIZE: Final = 4096
@@ -79,6 +76,9 @@ SINGLES_CACHE_SIZE: Final = 4096
 REWRITE_SHARE: Final = 16
 REWRITE_FROM: Final = 512
 MANIFESTS_CACHE_SIZE: Final = 4096
+# Users remembered as opened; past it the set starts again, and a user forgotten is opened
+# again on its next read (the opener finds nothing left to do).
+OPENED_USERS_SIZE: Final = 65536
 # Fields whose change alone does not make a new fact revision.
 _BOOKKEEPING: Final = frozenset({"revision", "updatedAt"})
 
@@ -147,12 +147,24 @@ class _Bucket:
     changed_from: tuple[dict[str, dict[str, Any]], tuple[str, ...]] | None = None
 
 
-class FileMemoryStorage(MemoryStorage):
-    """Memory as files under `config.storage_path`, safe against crashes and other processes."""
+UserOpener = Callable[["FileMemoryStorage", str], object]
+"""Called with the storage and a raw user id before the storage first reads or writes that
+user; DeerMem's manager passes the migration of the legacy layout (`migrate.py`)."""
 
-    def __init__(self, config: DeerMemConfig) -> None:
+
+class FileMemoryStorage(MemoryStorage):
+    """Memory as files under `config.storage_path`, safe against crashes and other processes.
+
+    `open_user`, if given, runs once per user and storage object, before the first read or
+    write of that user; an opener that raises runs again at the user's next read or write.
+    """
+
+    def __init__(self, config: DeerMemConfig, *, open_user: UserOpener | None = None) -> None:
         super().__init__(config)
         self.root = Path(config.storage_path)
+        self._open_user = open_user
+        self._opened: set[str] = set()
+        self._thread = threading.local()  # `opening`: the users this thread is opening
         self._guard = threading.Lock()
         self._locks: dict[str, UserLock] = {}
         self._buckets: dict[tuple[str, str], _Bucket] = {}
@@ -173,7 +185,7 @@ class FileMemoryStorage(MemoryStorage):
 
     def load(self, user_id: str | None, agent_name: str | None) -> MemorySnapshot:
         paths, raw_user, bucket = self._scope(user_id, agent_name)
-        migrate_if_needed(self, raw_user)
+        self._open_once(paths, raw_user)
         manifest = self._peek_manifest(paths)
         cached = self._buckets.get((paths.user_key, bucket))
         if manifest is not None and cached is not None and cached.manifest == manifest.raw:
@@ -182,7 +194,7 @@ class FileMemoryStorage(MemoryStorage):
 
     def reload(self, user_id: str | None, agent_name: str | None) -> MemorySnapshot:
         paths, raw_user, bucket = self._scope(user_id, agent_name)
-        migrate_if_needed(self, raw_user)
+        self._open_once(paths, raw_user)
         return self._read_whole(paths, raw_user, bucket, use_kept=False)
 
     def close(self) -> None:
@@ -222,7 +234,7 @@ class FileMemoryStorage(MemoryStorage):
         self, user_id: str | None, agent_name: str | None, fact_ids: Iterable[str]
     ) -> tuple[int, dict[str, Mapping[str, Any]]]:
         paths, raw_user, bucket = self._scope(user_id, agent_name)
-        migrate_if_needed(self, raw_user)
+        self._open_once(paths, raw_user)
         wanted = list(fact_ids)
         key = (paths.user_key, bucket)
         peeked = self._peek_manifest(paths)
@@ -255,7 +267,7 @@ class FileMemoryStorage(MemoryStorage):
 
     def read_history(self, user_id: str | None) -> list[dict[str, Any]]:
         paths, raw_user, _ = self._scope(user_id, None)
-        migrate_if_needed(self, raw_user)
+        self._open_once(paths, raw_user)
         if _absent(paths):
             return []
         with self._lock(paths).hold():
@@ -295,7 +307,7 @@ class FileMemoryStorage(MemoryStorage):
         Bypasses the cache in both directions, so a full reindex does not fill memory.
         """
         paths, raw_user, _ = self._scope(user_id, None)
-        migrate_if_needed(self, raw_user)
+        self._open_once(paths, raw_user)
         with self._lock(paths).hold():
             manifest = self._recovered_manifest(paths)
             records = [
@@ -304,6 +316,40 @@ class FileMemoryStorage(MemoryStorage):
                 for record in self._read_bucket(paths, raw_user, bucket).values()
             ]
         return manifest.revision, records
+
+    def _open_once(self, paths: UserPaths, raw_user: str) -> None:
+        """Run `open_user` for this user unless it ran already (or is running in this thread:
+        the opener reads and commits the user through this storage)."""
+        if paths.user_key in self._opened or self._open_user is None:
+            return
+        if paths.user_key in self._being_opened():
+            return
+        with self.opening(raw_user):
+            self._open_user(self, raw_user)
+        if len(self._opened) >= OPENED_USERS_SIZE:
+            self._opened.clear()
+        self._opened.add(paths.user_key)
+
+    @contextmanager
+    def opening(self, user_id: str | None) -> Iterator[None]:
+        """Within this block, this thread's reads and writes of the user do not run
+        `open_user`: for a migration, which reads and commits through the storage."""
+        user_key = self._scope(user_id, None)[0].user_key
+        being_opened = self._being_opened()
+        if user_key in being_opened:  # an enclosing block of this thread marked it
+            yield
+            return
+        being_opened.add(user_key)
+        try:
+            yield
+        finally:
+            being_opened.discard(user_key)
+
+    def _being_opened(self) -> set[str]:
+        users: set[str] | None = getattr(self._thread, "opening", None)
+        if users is None:
+            users = self._thread.opening = set()
+        return users
 
     def _scope(self, user_id: str | None, agent_name: str | None) -> tuple[UserPaths, str, str]:
         raw_user = DEFAULT_USER if user_id is None else user_id
@@ -466,7 +512,7 @@ class FileMemoryStorage(MemoryStorage):
 
     def save(self, user_id: str | None, changes: ChangeSet) -> CommitResult:
         paths, raw_user, _ = self._scope(user_id, None)
-        migrate_if_needed(self, raw_user)
+        self._open_once(paths, raw_user)
         with self._lock(paths).hold():
             manifest = self._recovered_manifest(paths)
             if changes.rebase_onto is not None and changes.expected_revision != manifest.revision:
@@ -643,7 +689,6 @@ class FileMemoryStorage(MemoryStorage):
             self._history_ends.clear()
         self._history_ends[paths.user_key] = history_size + len(history_line)
         self._remember(paths.user_key, _Manifest(new_manifest, document))
-        note_committed(self, paths.user_key)
         self._update_cache(paths.user_key, manifest.raw, new_manifest, after, upserted)
         return CommitResult(
             revision=revision,
@@ -948,14 +993,15 @@ def _ensure_dir(directory: Path, stop: Path) -> set[Path]:
     return {p.parent for p in missing}
 
 
-def load_storage(config: DeerMemConfig) -> MemoryStorage:
-    """The storage layer: `FileMemoryStorage`, or `config.storage_class` built as `cls(config)`.
+def load_storage(config: DeerMemConfig, *, open_user: UserOpener | None = None) -> MemoryStorage:
+    """The storage layer: `FileMemoryStorage` with `open_user`, or `config.storage_class` built
+    as `cls(config)` (a custom storage opens its users itself).
 
     Raises:
         ValueError: the class cannot be imported, is not a `MemoryStorage`, or fails to build.
     """
     if config.storage_class is None:
-        return FileMemoryStorage(config)
+        return FileMemoryStorage(config, open_user=open_user)
     try:
         cls = import_object(config.storage_class)
         if not (isinstance(cls, type) and issubclass(cls, MemoryStorage)):
