@@ -24,8 +24,8 @@ from deerflow.agents.memory.backends.deermem.deermem.paraphrase import paraphras
 HERE: Final = Path(__file__).resolve().parent
 SETS: Final = HERE.parent / "tests" / "deermem" / "data" / "paraphrases.json"
 DEFAULT_JSON: Final = HERE / "results" / "paraphrases.json"
-THRESHOLD: Final = DeerMemConfig.model_fields["fact_dedup_semantic_threshold"].default
-JACCARD: Final = DeerMemConfig.model_fields["fact_dedup_similarity_threshold"].default
+THRESHOLD: Final[float] = DeerMemConfig.model_fields["fact_dedup_semantic_threshold"].default
+JACCARD: Final[float] = DeerMemConfig.model_fields["fact_dedup_similarity_threshold"].default
 FORMER_COSINE: Final = 0.95
 
 Gate = Callable[[str, str], bool]
