@@ -63,6 +63,8 @@ _CONDITIONAL_WRITES: Final = (
     "import_memory",
     "update_summary",
 )
+# Made up, but shaped like an OpenAI API key: a summary holding it must be refused.
+_CREDENTIAL: Final = "sk-proj-abcdefghijklmnopqrstuvwxyz0123456789"
 _HISTORY_KEYS: Final = {"change_id", "at", "actor", "reason", "before", "after"}
 _DOCUMENT_KEYS: Final = {"version", "revision", "lastUpdated", "user", "history", "facts"}
 
@@ -765,12 +767,13 @@ class MemoryManagerConformanceTests(ABC):
     def test_update_summary_replaces_one_section(
         self, call: Call, user_id: str, token: str
     ) -> None:
-        """`update_summary()` changes one section and nothing else; "" empties it; unknown names
-        and bad text are refused.
+        """`update_summary()` changes one section and nothing else; "" empties it; unknown names,
+        bad text and credential-looking text are refused.
 
-        Troubleshooting: validate with `validate_summary_section` and the content rules
-        (`checked_text`), compare `expected_revision` with the revision inside the same write,
-        and count the write as one revision.
+        Troubleshooting: validate with `validate_summary_section`, the content rules
+        (`checked_text`) and `find_secret` (deerflow.agents.memory.secret_detector), compare
+        `expected_revision` with the revision inside the same write, and count the write as one
+        revision.
         """
         if self.unsupported(call, "update_summary", user_id):
             return
@@ -800,9 +803,12 @@ class MemoryManagerConformanceTests(ABC):
             ("users", "workContext", "x y", "part"),
             ("user", "recentMonths", "x y", "section"),
             ("history", "recentMonths", "bell \x07 here", "control character"),
+            ("user", "personalContext", f"Deploys with {_CREDENTIAL}.", "secret"),
         ):
             with pytest.raises(ValueError, match=problem):
                 call("update_summary", part, section, bad_text, user_id=user_id)
+        stored = call("get_memory", user_id=user_id)["user"]["personalContext"]["summary"]
+        assert stored == before["user"]["personalContext"]["summary"], "a credential was stored"
 
     # -- optional: conditional writes ------------------------------------------------------------
 
