@@ -486,6 +486,7 @@ class InMemoryMemoryManager(MemoryManager):
                 "bucket": bucket,
                 "before": copy.deepcopy(before),
                 "after": copy.deepcopy(after),
+                "revision": state.document["revision"] + 1,  # the memory's after this commit
             }
             for bucket, before, after in changes
         )
