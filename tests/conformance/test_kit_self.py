@@ -136,6 +136,7 @@ BROKEN_BACKENDS = textwrap.dedent(
     import pytest
 
     from deerflow.agents.memory.backends.inmemory import InMemoryMemoryManager
+    from deerflow.agents.memory.errors import DuplicateFactError
     from deerflow.agents.memory.testing import MemoryManagerConformanceTests
 
 
@@ -227,6 +228,25 @@ BROKEN_BACKENDS = textwrap.dedent(
             return SummaryIgnoresConditionManager.from_config({"storage_path": str(tmp_path)})
 
 
+    class OverwritingIdsManager(InMemoryMemoryManager):
+        """create_fact_with_id replaces the fact whose id is taken instead of refusing."""
+
+        def create_fact_with_id(self, fact_id, content, category="context", confidence=0.5, *,
+                                user_id=None, agent_name=None):
+            try:
+                return super().create_fact_with_id(fact_id, content, category, confidence,
+                                                   user_id=user_id, agent_name=agent_name)
+            except DuplicateFactError:
+                return self.update_fact(fact_id, content, category, confidence,
+                                        user_id=user_id, agent_name=agent_name)
+
+
+    class TestOverwritingIds(MemoryManagerConformanceTests):
+        @pytest.fixture
+        def manager(self, tmp_path: Path) -> OverwritingIdsManager:
+            return OverwritingIdsManager.from_config({"storage_path": str(tmp_path)})
+
+
     class TestUnconditional(MemoryManagerConformanceTests):
         @pytest.fixture
         def manager(self, tmp_path: Path) -> UnconditionalManager:
@@ -262,6 +282,10 @@ def test_kit_fails_broken_backends(pytester: pytest.Pytester) -> None:
         assert f"TestBareNotImplemented::test_errors_are_typed[{style}]" in failed
         assert (
             f"TestUnconditional::test_expected_revision_is_honoured_or_refused[{style}]" in failed
+        )
+        assert (
+            f"TestOverwritingIds::test_a_chosen_fact_id_is_kept_and_never_overwritten[{style}]"
+            in failed
         )
         assert (
             f"TestSummaryIgnoresCondition::test_expected_revision_is_honoured_or_refused[{style}]"

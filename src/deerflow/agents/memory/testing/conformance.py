@@ -34,6 +34,7 @@ from deerflow.agents.memory.errors import (
     MemoryManagerError,
     MemoryUnsupportedError,
 )
+from deerflow.agents.memory.extensions import FactsWithChosenIds
 from deerflow.agents.memory.testing.loop import assert_does_not_block
 
 __all__ = [
@@ -809,6 +810,37 @@ class MemoryManagerConformanceTests(ABC):
                 call("update_summary", part, section, bad_text, user_id=user_id)
         stored = call("get_memory", user_id=user_id)["user"]["personalContext"]["summary"]
         assert stored == before["user"]["personalContext"]["summary"], "a credential was stored"
+
+    # -- optional: the FactsWithChosenIds extension ----------------------------------------------
+
+    def test_a_chosen_fact_id_is_kept_and_never_overwritten(
+        self, call: Call, user_id: str, token: str
+    ) -> None:
+        """`create_fact_with_id()` (the `FactsWithChosenIds` extension the LangGraph store needs)
+        stores the fact under the caller's id; an id taken in the bucket raises
+        `DuplicateFactError` whose `existing_fact_id` is that id, and the stored fact stays; the
+        same id in another bucket is another fact.
+
+        Troubleshooting: check that the id is free in the bucket inside the write that creates
+        it (again when the create is redone on a newer revision).
+        """
+        manager = call.manager
+        if not isinstance(manager, FactsWithChosenIds):
+            return
+        self.require("get_memory")
+        fact_id = f"fact_{uuid.uuid4().hex}"
+        content = f"The user's chosen-id word is {token}."
+        doc = manager.create_fact_with_id(fact_id, content, "preference", 0.8, user_id=user_id)
+        assert {f["id"]: f["content"] for f in _document_facts(doc)} == {fact_id: content}
+        with pytest.raises(DuplicateFactError) as info:
+            manager.create_fact_with_id(fact_id, f"Another word is {token}.", user_id=user_id)
+        assert info.value.existing_fact_id == fact_id
+        stored = self.facts(call, user_id)
+        assert [(f["id"], f["content"]) for f in stored] == [(fact_id, content)]
+        other = f"The kit agent's word is {token}."
+        doc = manager.create_fact_with_id(fact_id, other, user_id=user_id, agent_name="kit")
+        assert [(f["id"], f["content"]) for f in _document_facts(doc)] == [(fact_id, other)]
+        assert self.facts(call, user_id) == stored
 
     # -- optional: conditional writes ------------------------------------------------------------
 
