@@ -162,6 +162,7 @@ def test_facts_add_stores_the_fact(run: Any, library: MemoryManager) -> None:
     stored = library.get_memory()["facts"]
     assert output["fact_id"] == stored[0]["id"]
     assert output["fact"] == stored[0]
+    assert output["revision"] == library.get_memory()["revision"] == 1  # as every write answers
     assert (stored[0]["content"], stored[0]["category"], stored[0]["confidence"]) == (
         "Prefers pnpm",
         "preference",

@@ -206,6 +206,9 @@ def test_history_and_revert(manager: InMemoryMemoryManager) -> None:
     assert (delete["reason"], delete["after"]) == ("delete_fact", None)
     undo = manager.revert_change(delete["change_id"], user_id="u1")
     assert undo["reason"] == f"revert_change {delete['change_id']}"
+    # the revision the undo left, as the gateway's revert answer promises
+    assert undo["revision"] == manager.get_memory(user_id="u1")["revision"] == 3
+    assert (create["revision"], delete["revision"]) == (1, 2)
     assert contents(manager.get_memory(user_id="u1")) == ["Prefers uv"]
     with pytest.raises(ValueError, match="already reverted"):
         manager.revert_change(delete["change_id"], user_id="u1")

@@ -136,6 +136,7 @@ BROKEN_BACKENDS = textwrap.dedent(
     import pytest
 
     from deerflow.agents.memory.backends.inmemory import InMemoryMemoryManager
+    from deerflow.agents.memory.errors import DuplicateFactError
     from deerflow.agents.memory.testing import MemoryManagerConformanceTests
 
 
@@ -164,6 +165,86 @@ BROKEN_BACKENDS = textwrap.dedent(
                         user_id=None, agent_name=None, expected_revision=None):
             return super().update_fact(fact_id, content, category, confidence, user_id=user_id,
                                        agent_name=agent_name)
+
+
+    class NoRevisionsManager(InMemoryMemoryManager):
+        """A correct backend without revisions: each write refuses any expected_revision."""
+
+        supports_expected_revision = False
+
+        def create_fact(self, content, category="context", confidence=0.5, *, user_id=None,
+                        agent_name=None, expected_revision=None):
+            self._refuse_expected_revision("create_fact", expected_revision)
+            return super().create_fact(content, category, confidence, user_id=user_id,
+                                       agent_name=agent_name)
+
+        def update_fact(self, fact_id, content=None, category=None, confidence=None, *,
+                        user_id=None, agent_name=None, expected_revision=None):
+            self._refuse_expected_revision("update_fact", expected_revision)
+            return super().update_fact(fact_id, content, category, confidence, user_id=user_id,
+                                       agent_name=agent_name)
+
+        def delete_fact(self, fact_id, *, user_id=None, agent_name=None, expected_revision=None):
+            self._refuse_expected_revision("delete_fact", expected_revision)
+            return super().delete_fact(fact_id, user_id=user_id, agent_name=agent_name)
+
+        def clear_memory(self, *, user_id=None, agent_name=None, expected_revision=None):
+            self._refuse_expected_revision("clear_memory", expected_revision)
+            return super().clear_memory(user_id=user_id, agent_name=agent_name)
+
+        def import_memory(self, data, *, user_id=None, agent_name=None, expected_revision=None):
+            self._refuse_expected_revision("import_memory", expected_revision)
+            return super().import_memory(data, user_id=user_id, agent_name=agent_name)
+
+        def update_summary(self, part, section, text, *, user_id=None, agent_name=None,
+                           expected_revision=None):
+            self._refuse_expected_revision("update_summary", expected_revision)
+            return super().update_summary(part, section, text, user_id=user_id,
+                                          agent_name=agent_name)
+
+        def revert_change(self, change_id, *, user_id=None, expected_revision=None):
+            self._refuse_expected_revision("revert_change", expected_revision)
+            return super().revert_change(change_id, user_id=user_id)
+
+
+    class SummaryIgnoresConditionManager(NoRevisionsManager):
+        """Without revisions, yet update_summary writes whatever expected_revision it is given."""
+
+        def update_summary(self, part, section, text, *, user_id=None, agent_name=None,
+                           expected_revision=None):
+            return InMemoryMemoryManager.update_summary(self, part, section, text,
+                                                        user_id=user_id, agent_name=agent_name)
+
+
+    class TestNoRevisions(MemoryManagerConformanceTests):
+        @pytest.fixture
+        def manager(self, tmp_path: Path) -> NoRevisionsManager:
+            return NoRevisionsManager.from_config({"storage_path": str(tmp_path)})
+
+
+    class TestSummaryIgnoresCondition(MemoryManagerConformanceTests):
+        @pytest.fixture
+        def manager(self, tmp_path: Path) -> SummaryIgnoresConditionManager:
+            return SummaryIgnoresConditionManager.from_config({"storage_path": str(tmp_path)})
+
+
+    class OverwritingIdsManager(InMemoryMemoryManager):
+        """create_fact_with_id replaces the fact whose id is taken instead of refusing."""
+
+        def create_fact_with_id(self, fact_id, content, category="context", confidence=0.5, *,
+                                user_id=None, agent_name=None):
+            try:
+                return super().create_fact_with_id(fact_id, content, category, confidence,
+                                                   user_id=user_id, agent_name=agent_name)
+            except DuplicateFactError:
+                return self.update_fact(fact_id, content, category, confidence,
+                                        user_id=user_id, agent_name=agent_name)
+
+
+    class TestOverwritingIds(MemoryManagerConformanceTests):
+        @pytest.fixture
+        def manager(self, tmp_path: Path) -> OverwritingIdsManager:
+            return OverwritingIdsManager.from_config({"storage_path": str(tmp_path)})
 
 
     class TestUnconditional(MemoryManagerConformanceTests):
@@ -202,4 +283,14 @@ def test_kit_fails_broken_backends(pytester: pytest.Pytester) -> None:
         assert (
             f"TestUnconditional::test_expected_revision_is_honoured_or_refused[{style}]" in failed
         )
+        assert (
+            f"TestOverwritingIds::test_a_chosen_fact_id_is_kept_and_never_overwritten[{style}]"
+            in failed
+        )
+        assert (
+            f"TestSummaryIgnoresCondition::test_expected_revision_is_honoured_or_refused[{style}]"
+            in failed
+        )
     assert not any(nodeid.startswith("TestLeaky::test_create_fact_") for nodeid in failed)
+    # a backend without revisions that refuses every condition is correct
+    assert not any(nodeid.startswith("TestNoRevisions::") for nodeid in failed)

@@ -89,3 +89,10 @@ def test_every_write_answer_carries_the_new_revision(serve: Serve, tmp_path: Pat
         )
         assert imported.status_code == 200, imported.text
         assert imported.json()["revision"] == 5  # the same document: nothing to change
+        summary = "/api/memory/summaries/user/workContext"
+        stale = http.put(summary, params={"expected_revision": 4}, json={"text": "Writes Go"})
+        assert stale.status_code == 409
+        assert http.get("/api/memory").json()["user"]["workContext"]["summary"] == ""
+        edited = http.put(summary, params={"expected_revision": 5}, json={"text": "Writes Go"})
+        assert edited.status_code == 200, edited.text
+        assert edited.json()["revision"] == 6

@@ -157,6 +157,23 @@ def test_list_namespaces_lists_the_users_buckets_that_hold_facts(
     assert store.list_namespaces(prefix=("memories", "bob")) == []
 
 
+def test_an_agent_name_with_underscores_is_a_bucket_named_in_lower_case(store: Driven) -> None:
+    """DeerMem folds agent names to lower case: "Code_Bot" and "code_bot" are one bucket, and
+    searches and listings name it in lower case (docs/langgraph.md, Namespaces)."""
+    key = new_key()
+    store.put(("memories", "alice", "Code_Bot"), key, {"content": "Reviews Go code"})
+
+    lower = ("memories", "alice", "code_bot")
+    assert store.list_namespaces(prefix=USER) == [lower]
+    assert [(item.namespace, item.key) for item in store.search(USER)] == [(lower, key)]
+    assert store.get(lower, key).value["content"] == "Reviews Go code"
+    assert store.get(("memories", "alice", "Code_Bot"), key).namespace == (
+        "memories",
+        "alice",
+        "Code_Bot",
+    )
+
+
 def test_an_emptied_default_bucket_is_not_listed(store: Driven) -> None:
     key = new_key()
     store.put(USER, key, {"content": "Drinks tea"})

@@ -192,7 +192,12 @@ def facts_add(
     evicted = [fact for fact in facts if fact["id"] not in kept]
     if json_output:
         render.print_json(
-            {"fact_id": fact_id, "fact": _fact(document, fact_id), "evicted": evicted}
+            {
+                "fact_id": fact_id,
+                "fact": _fact(document, fact_id),
+                "evicted": evicted,
+                "revision": document.get("revision"),
+            }
         )
         return
     out = render.stdout()

@@ -184,7 +184,7 @@ class SummaryUpdate(BaseModel):
         json_schema_extra={"examples": [{"text": "Data engineer on the logistics platform"}]},
     )
 
-    text: str = Field(max_length=10_000)
+    text: str = Field(max_length=MAX_TEXT_CHARS)
 
 
 class MergedFact(BaseModel):

@@ -34,6 +34,7 @@ from deerflow.agents.memory.errors import (
     MemoryManagerError,
     MemoryUnsupportedError,
 )
+from deerflow.agents.memory.extensions import FactsWithChosenIds
 from deerflow.agents.memory.testing.loop import assert_does_not_block
 
 __all__ = [
@@ -61,7 +62,10 @@ _CONDITIONAL_WRITES: Final = (
     "delete_fact",
     "clear_memory",
     "import_memory",
+    "update_summary",
 )
+# Made up, but shaped like an OpenAI API key: a summary holding it must be refused.
+_CREDENTIAL: Final = "sk-proj-abcdefghijklmnopqrstuvwxyz0123456789"
 _HISTORY_KEYS: Final = {"change_id", "at", "actor", "reason", "before", "after"}
 _DOCUMENT_KEYS: Final = {"version", "revision", "lastUpdated", "user", "history", "facts"}
 
@@ -764,12 +768,13 @@ class MemoryManagerConformanceTests(ABC):
     def test_update_summary_replaces_one_section(
         self, call: Call, user_id: str, token: str
     ) -> None:
-        """`update_summary()` changes one section and nothing else; "" empties it; a stale
-        `expected_revision` writes nothing; unknown names and bad text are refused.
+        """`update_summary()` changes one section and nothing else; "" empties it; unknown names,
+        bad text and credential-looking text are refused.
 
-        Troubleshooting: validate with `validate_summary_section` and the content rules
-        (`checked_text`), compare `expected_revision` with the revision inside the same write,
-        and count the write as one revision.
+        Troubleshooting: validate with `validate_summary_section`, the content rules
+        (`checked_text`) and `find_secret` (deerflow.agents.memory.secret_detector), compare
+        `expected_revision` with the revision inside the same write, and count the write as one
+        revision.
         """
         if self.unsupported(call, "update_summary", user_id):
             return
@@ -787,33 +792,55 @@ class MemoryManagerConformanceTests(ABC):
                     assert after[part][section]["summary"] == value["summary"]
         assert after["revision"] > before["revision"]
 
-        stale = before["revision"]
-        with pytest.raises(MemoryConflictError):
-            call(
-                "update_summary",
-                "user",
-                "workContext",
-                "x y",
-                user_id=user_id,
-                expected_revision=stale,
-            )
-        assert call("get_memory", user_id=user_id)["user"]["workContext"]["summary"] == text
-        emptied = call(
-            "update_summary",
-            "user",
-            "workContext",
-            "",
-            user_id=user_id,
-            expected_revision=after["revision"],
+        # the condition itself is `test_expected_revision_is_honoured_or_refused`'s
+        condition = (
+            {"expected_revision": after["revision"]}
+            if self.manager_class.supports_expected_revision
+            else {}
         )
+        emptied = call("update_summary", "user", "workContext", "", user_id=user_id, **condition)
         assert emptied["user"]["workContext"]["summary"] == ""
         for part, section, bad_text, problem in (
             ("users", "workContext", "x y", "part"),
             ("user", "recentMonths", "x y", "section"),
             ("history", "recentMonths", "bell \x07 here", "control character"),
+            ("user", "personalContext", f"Deploys with {_CREDENTIAL}.", "secret"),
         ):
             with pytest.raises(ValueError, match=problem):
                 call("update_summary", part, section, bad_text, user_id=user_id)
+        stored = call("get_memory", user_id=user_id)["user"]["personalContext"]["summary"]
+        assert stored == before["user"]["personalContext"]["summary"], "a credential was stored"
+
+    # -- optional: the FactsWithChosenIds extension ----------------------------------------------
+
+    def test_a_chosen_fact_id_is_kept_and_never_overwritten(
+        self, call: Call, user_id: str, token: str
+    ) -> None:
+        """`create_fact_with_id()` (the `FactsWithChosenIds` extension the LangGraph store needs)
+        stores the fact under the caller's id; an id taken in the bucket raises
+        `DuplicateFactError` whose `existing_fact_id` is that id, and the stored fact stays; the
+        same id in another bucket is another fact.
+
+        Troubleshooting: check that the id is free in the bucket inside the write that creates
+        it (again when the create is redone on a newer revision).
+        """
+        manager = call.manager
+        if not isinstance(manager, FactsWithChosenIds):
+            return
+        self.require("get_memory")
+        fact_id = f"fact_{uuid.uuid4().hex}"
+        content = f"The user's chosen-id word is {token}."
+        doc = manager.create_fact_with_id(fact_id, content, "preference", 0.8, user_id=user_id)
+        assert {f["id"]: f["content"] for f in _document_facts(doc)} == {fact_id: content}
+        with pytest.raises(DuplicateFactError) as info:
+            manager.create_fact_with_id(fact_id, f"Another word is {token}.", user_id=user_id)
+        assert info.value.existing_fact_id == fact_id
+        stored = self.facts(call, user_id)
+        assert [(f["id"], f["content"]) for f in stored] == [(fact_id, content)]
+        other = f"The kit agent's word is {token}."
+        doc = manager.create_fact_with_id(fact_id, other, user_id=user_id, agent_name="kit")
+        assert [(f["id"], f["content"]) for f in _document_facts(doc)] == [(fact_id, other)]
+        assert self.facts(call, user_id) == stored
 
     # -- optional: conditional writes ------------------------------------------------------------
 
@@ -838,6 +865,7 @@ class MemoryManagerConformanceTests(ABC):
             "delete_fact": (fact_id,),
             "clear_memory": (),
             "import_memory": (dict(empty_document()),),
+            "update_summary": ("user", "workContext", f"Works on the {token} guard."),
         }
         if not self.manager_class.supports_expected_revision:
             for operation in writes:

@@ -42,6 +42,7 @@ from deerflow.agents.memory.errors import (
 )
 from deerflow.agents.memory.identity import checked_id
 from deerflow.agents.memory.import_document import parse_import_document
+from deerflow.agents.memory.secret_detector import find_secret
 
 __all__ = ["InMemoryMemoryManager"]
 
@@ -396,13 +397,19 @@ class InMemoryMemoryManager(MemoryManager):
         """Replace one summary section's text ("" empties it); a blank text counts as "".
 
         Raises:
-            ValueError: unknown part or section, or text that breaks the content rules.
+            ValueError: unknown part or section, or text that breaks the content rules or looks
+                like a credential.
             MemoryConflictError: the memory is not at `expected_revision`.
         """
         part, section = validate_summary_section(part, section)
         if not isinstance(text, str):
             raise ValueError(f"{part}.{section}: the summary must be text")
         summary = checked_text(text) if text.strip() else ""
+        secret = find_secret(summary)
+        if secret is not None:
+            raise ValueError(
+                f"{part}.{section}: refused, {secret}; secrets are never stored in memory"
+            )
         with self._lock:
             state = self._state(user_id)
             self._check_revision(user_id, expected_revision)
@@ -479,6 +486,7 @@ class InMemoryMemoryManager(MemoryManager):
                 "bucket": bucket,
                 "before": copy.deepcopy(before),
                 "after": copy.deepcopy(after),
+                "revision": state.document["revision"] + 1,  # the memory's after this commit
             }
             for bucket, before, after in changes
         )
