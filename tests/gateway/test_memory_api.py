@@ -561,6 +561,8 @@ def test_a_summary_section_is_edited_guarded_and_revertible(client: httpx.Client
 def test_bad_summary_edits_are_refused_and_change_nothing(
     client: httpx.Client, url: str, body: dict[str, Any], status: int, code: str
 ) -> None:
+    # A stored memory: an empty one is made up anew, with the time of each read.
+    assert client.put(summary_url(), json={"text": "Data engineer"}).status_code == 200
     before = client.get("/api/memory").json()
     detail = expect_error(client.put(url, json=body), status, code)
     assert "4fG7hK2mN9pQ3rS8" not in detail
