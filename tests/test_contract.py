@@ -262,7 +262,7 @@ def test_public_names_of_the_manager_module() -> None:
         "find_secret",
         "validate_content", "validate_category", "validate_confidence", "utc_now", "import_object",
         "searchable_query", "checked_text", "is_valid_unicode", "check_revision", "condition",
-        "SUMMARY_SECTIONS", "validate_summary_section",
+        "SUMMARY_SECTIONS", "validate_summary", "validate_summary_section", "refuse_secrets",
         "DEFAULT_USER", "checked_id", "checked_user_id", "slug_with_digest", "ConversationMessage",
         "MessageRole", "read_message", "is_hidden", "is_memory_injection", "strip_memory_blocks",
         "strip_upload_blocks", "keep_hidden_message", "is_harness_message",

@@ -15,6 +15,7 @@ from typing import Any, Final, NotRequired, TypedDict
 
 from deerflow.agents.memory.errors import MemoryConflictError
 from deerflow.agents.memory.identity import is_valid_unicode
+from deerflow.agents.memory.secret_detector import refuse_secrets
 
 __all__ = [
     "FACT_CATEGORIES",
@@ -33,6 +34,7 @@ __all__ = [
     "validate_category",
     "validate_confidence",
     "validate_content",
+    "validate_summary",
     "validate_summary_section",
 ]
 
@@ -193,6 +195,28 @@ def validate_summary_section(part: Any, section: Any) -> tuple[str, str]:
         sections = ", ".join(SUMMARY_SECTIONS[part])
         raise ValueError(f"section: {section!r} is not a section of {part}: {sections}")
     return str(part), str(section)
+
+
+def validate_summary(part: Any, section: Any, text: Any) -> tuple[str, str, str]:
+    """Return `(part, section, text)` of a summary edit, checked: the section exists, a blank
+    text is "", any other follows the content's rules (it is injected just the same) and holds
+    nothing that looks like a credential.
+
+    Raises:
+        ValueError: naming the section, or the parts and sections (`validate_summary_section`).
+    """
+    part, section = validate_summary_section(part, section)
+    where = f"{part}.{section}"
+    if not isinstance(text, str):
+        raise ValueError(f"{where}: the summary must be text")
+    if not text.strip():
+        return part, section, ""
+    try:
+        text = checked_text(text)
+    except ValueError as exc:
+        raise ValueError(f"{where}: {exc}") from None
+    refuse_secrets(text, field=where)
+    return part, section, text
 
 
 def check_revision(current: int, expected_revision: Any) -> None:

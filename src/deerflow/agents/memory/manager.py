@@ -36,6 +36,7 @@ from deerflow.agents.memory.document import (
     validate_category,
     validate_confidence,
     validate_content,
+    validate_summary,
     validate_summary_section,
 )
 from deerflow.agents.memory.errors import (
@@ -66,7 +67,7 @@ from deerflow.agents.memory.identity import (
     slug_with_digest,
 )
 from deerflow.agents.memory.import_document import parse_import_document
-from deerflow.agents.memory.secret_detector import find_secret
+from deerflow.agents.memory.secret_detector import find_secret, refuse_secrets
 from deerflow.importing import import_object
 
 __all__ = [
@@ -114,6 +115,7 @@ __all__ = [
     "parse_import_document",
     "provided_operations",
     "read_message",
+    "refuse_secrets",
     "reset_memory_manager",
     "resolve_manager_class",
     "searchable_query",
@@ -124,5 +126,6 @@ __all__ = [
     "validate_category",
     "validate_confidence",
     "validate_content",
+    "validate_summary",
     "validate_summary_section",
 ]

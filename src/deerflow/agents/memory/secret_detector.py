@@ -27,7 +27,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Final
 
-__all__ = ["find_secret", "secret_spans"]
+__all__ = ["find_secret", "refuse_secrets", "secret_spans"]
 
 # Values that stand for a secret without being one: masks, template variables, references to
 # another variable (`self.key_password`), type names, and words such as "required".
@@ -329,3 +329,14 @@ def secret_spans(text: str) -> list[tuple[int, int]]:
         elif end > start:
             merged.append((start, end))
     return merged
+
+
+def refuse_secrets(text: str, *, field: str = "content") -> None:
+    """Raise `ValueError` if `text` looks like it contains a credential.
+
+    Raises:
+        ValueError: `"{field}: refused, {reason}; secrets are never stored in memory"`.
+    """
+    reason = find_secret(text)
+    if reason is not None:
+        raise ValueError(f"{field}: refused, {reason}; secrets are never stored in memory")

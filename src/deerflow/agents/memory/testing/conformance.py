@@ -771,10 +771,9 @@ class MemoryManagerConformanceTests(ABC):
         """`update_summary()` changes one section and nothing else; "" empties it; unknown names,
         bad text and credential-looking text are refused.
 
-        Troubleshooting: validate with `validate_summary_section`, the content rules
-        (`checked_text`) and `find_secret` (deerflow.agents.memory.secret_detector), compare
-        `expected_revision` with the revision inside the same write, and count the write as one
-        revision.
+        Troubleshooting: check the edit with `validate_summary` (the section, the content rules,
+        no credential), compare `expected_revision` with the revision inside the same write, and
+        count the write as one revision.
         """
         if self.unsupported(call, "update_summary", user_id):
             return

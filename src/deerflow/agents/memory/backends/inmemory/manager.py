@@ -27,13 +27,12 @@ from deerflow.agents.memory.document import (
     HISTORY_SECTIONS,
     USER_SECTIONS,
     check_revision,
-    checked_text,
     empty_document,
     utc_now,
     validate_category,
     validate_confidence,
     validate_content,
-    validate_summary_section,
+    validate_summary,
 )
 from deerflow.agents.memory.errors import (
     DuplicateFactError,
@@ -42,7 +41,6 @@ from deerflow.agents.memory.errors import (
 )
 from deerflow.agents.memory.identity import checked_id
 from deerflow.agents.memory.import_document import parse_import_document
-from deerflow.agents.memory.secret_detector import find_secret
 
 __all__ = ["InMemoryMemoryManager"]
 
@@ -401,15 +399,7 @@ class InMemoryMemoryManager(MemoryManager):
                 like a credential.
             MemoryConflictError: the memory is not at `expected_revision`.
         """
-        part, section = validate_summary_section(part, section)
-        if not isinstance(text, str):
-            raise ValueError(f"{part}.{section}: the summary must be text")
-        summary = checked_text(text) if text.strip() else ""
-        secret = find_secret(summary)
-        if secret is not None:
-            raise ValueError(
-                f"{part}.{section}: refused, {secret}; secrets are never stored in memory"
-            )
+        part, section, summary = validate_summary(part, section, text)
         with self._lock:
             state = self._state(user_id)
             self._check_revision(user_id, expected_revision)

@@ -29,7 +29,7 @@ from deerflow.agents.memory.manager import (
     validate_content,
 )
 
-__all__ = ["checked_summary", "imported_changes"]
+__all__ = ["imported_changes"]
 
 _SOURCE_TYPES = ("manual", "consolidation", "import", "conversation", "unknown")
 # The keys of a fact dict an import reads or sets itself (the stored bookkeeping, and the score
@@ -78,23 +78,6 @@ def imported_changes(data: Any, snapshot: MemorySnapshot, *, max_facts: int) -> 
         ],
         expected_revision=snapshot.revision,
     )
-
-
-def checked_summary(text: str, where: str) -> str:
-    """A summary section's new text: "" when blank, else the content's rules apply (it is
-    injected just the same) and nothing secret-looking is stored.
-
-    Raises:
-        ValueError: naming `where`.
-    """
-    if not text.strip():
-        return ""
-    try:
-        text = checked_text(text)
-    except ValueError as exc:
-        raise ValueError(f"{where}: {exc}") from None
-    refuse_secrets(text, field=where)
-    return text
 
 
 def _record(

@@ -70,7 +70,7 @@ from deerflow.agents.memory.manager import (
     validate_category,
     validate_confidence,
     validate_content,
-    validate_summary_section,
+    validate_summary,
 )
 
 if TYPE_CHECKING:
@@ -639,12 +639,7 @@ class DeerMemMemoryManager(MemoryManager):
         agent_name: str | None = None,
         expected_revision: int | None = None,
     ) -> dict[str, Any]:
-        from deerflow.agents.memory.backends.deermem.deermem.imports import checked_summary
-
-        part, section = validate_summary_section(part, section)
-        if not isinstance(text, str):
-            raise ValueError(f"{part}.{section}: the summary must be text")
-        summary = checked_summary(text, f"{part}.{section}")
+        part, section, summary = validate_summary(part, section, text)
 
         def attempt() -> dict[str, Any]:
             snapshot = self._storage.load(user_id, agent_name)

@@ -11,20 +11,9 @@ from collections.abc import Iterator, Mapping
 from typing import Any, Final
 
 from deerflow.agents.memory.backends.deermem.deermem.core.factfile import FRONT_MATTER_ORDER
-from deerflow.agents.memory.manager import find_secret
+from deerflow.agents.memory.manager import find_secret, refuse_secrets
 
 __all__ = ["fact_secret", "find_secret", "refuse_fact_secrets", "refuse_secrets"]
-
-
-def refuse_secrets(text: str, *, field: str = "content") -> None:
-    """Raise `ValueError` if `text` looks like it contains a credential.
-
-    Raises:
-        ValueError: `"{field}: refused, {reason}; secrets are never stored in memory"`.
-    """
-    reason = find_secret(text)
-    if reason is not None:
-        raise ValueError(f"{field}: refused, {reason}; secrets are never stored in memory")
 
 
 # The text a fact record carries besides its id, times and provenance: a secret in
