@@ -12,6 +12,7 @@ from deerflow.agents.memory.backends.deermem import DeerMemMemoryManager
 from deerflow.agents.memory.backends.inmemory import InMemoryMemoryManager
 from deerflow.agents.memory.factory import reset_memory_manager
 from deerflow.agents.memory.manager import MemoryManager
+from tests.postgres_server import running_postgres
 
 
 @pytest.fixture(autouse=True)
@@ -38,3 +39,11 @@ def storing_manager(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[
         memory = InMemoryMemoryManager.from_config({})
     yield memory
     memory.close()
+
+
+@pytest.fixture(scope="session")
+def postgres_url() -> Iterator[str]:
+    """One real PostgreSQL server for the session; tests isolate themselves by schema
+    (`tests.postgres_server.postgres_backend_config`)."""
+    with running_postgres() as url:
+        yield url

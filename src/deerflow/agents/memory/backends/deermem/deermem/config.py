@@ -26,6 +26,12 @@ class DeerMemConfig(BaseModel):
 
     storage_path: str = Field(min_length=1)
     storage_class: str | None = None
+    # Where the memory lives: `files` under `storage_path`, or `postgres` at `database_url`
+    # (several replicas share one memory there; `storage_path` then keeps derived caches only).
+    storage: Literal["files", "postgres"] = "files"
+    database_url: str | None = Field(default=None, min_length=1)
+    database_pool_size: int = Field(default=5, ge=1, le=100)
+    database_schema: str = Field(default="deermem", pattern=r"^[a-z_][a-z0-9_]{0,62}$")
     file_lock_timeout_seconds: float = Field(default=10.0, gt=0)
     max_facts: int = Field(default=100, ge=10, le=10_000)
     fact_eviction_policy: Literal["confidence", "hybrid-v1"] = "confidence"
@@ -105,6 +111,19 @@ class DeerMemConfig(BaseModel):
         if unknown:
             raise ValueError(f"unknown categories {unknown}; known: {', '.join(FACT_CATEGORIES)}")
         return value
+
+    @model_validator(mode="after")
+    def _one_storage(self) -> DeerMemConfig:
+        if self.storage == "postgres":
+            if self.database_url is None:
+                raise ValueError("storage: postgres needs database_url (e.g. $DATABASE_URL)")
+            if self.storage_class is not None:
+                raise ValueError(
+                    "storage_class is a files storage; it cannot be used with postgres"
+                )
+        elif self.database_url is not None:
+            raise ValueError("database_url is read only with storage: postgres")
+        return self
 
     @model_validator(mode="after")
     def _weights_sum_to_one(self) -> DeerMemConfig:

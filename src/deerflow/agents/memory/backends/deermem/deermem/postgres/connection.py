@@ -1,0 +1,69 @@
+"""The connection pool of the PostgreSQL engine, checked when it opens."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Final
+
+from deerflow.agents.memory.manager import MemoryManagerError
+from deerflow.redaction import redact_text
+
+if TYPE_CHECKING:
+    from psycopg_pool import ConnectionPool
+
+    from deerflow.agents.memory.backends.deermem.deermem.config import DeerMemConfig
+
+__all__ = ["EXTRA", "DatabaseUnavailableError", "open_pool"]
+
+EXTRA: Final = "postgres"
+_CONNECT_TIMEOUT_S: Final = 10.0
+
+
+class DatabaseUnavailableError(MemoryManagerError):
+    """The database named by `database_url` cannot be reached, or refused the connection."""
+
+
+def open_pool(config: DeerMemConfig) -> ConnectionPool:
+    """A pool of `database_pool_size` connections whose `search_path` is `database_schema`.
+
+    Opening waits for one working connection, so a wrong URL, a server that is down or a
+    refused login stops the start here, naming the database (its password masked).
+
+    Raises:
+        ValueError: psycopg is not installed.
+        DatabaseUnavailableError: no connection within ten seconds.
+    """
+    try:
+        import psycopg
+        from psycopg_pool import ConnectionPool, PoolTimeout
+    except ImportError:
+        raise ValueError(
+            f"storage: postgres needs psycopg: pip install 'deerflow-memory[{EXTRA}]'"
+        ) from None
+    url = config.database_url
+    if url is None:
+        raise ValueError("storage: postgres needs database_url")
+    shown = redact_text(url)
+    try:  # once on its own, for the server's own words (a refused password, no such database)
+        psycopg.connect(url, connect_timeout=int(_CONNECT_TIMEOUT_S)).close()
+    except psycopg.Error as exc:
+        raise DatabaseUnavailableError(
+            f"database_url {shown}: cannot connect: {redact_text(str(exc).strip())}"
+        ) from None
+    pool = ConnectionPool(
+        url,
+        min_size=1,
+        max_size=config.database_pool_size,
+        kwargs={"options": f"-c search_path={config.database_schema},public"},
+        open=False,
+        name="deermem",
+    )
+    try:
+        pool.open(wait=True, timeout=_CONNECT_TIMEOUT_S)
+    except PoolTimeout:
+        pool.close()
+        raise DatabaseUnavailableError(
+            f"database_url {shown}: no connection within "
+            f"{_CONNECT_TIMEOUT_S:g} s (is the server running, and are the address, user and "
+            "password right?)"
+        ) from None
+    return pool
