@@ -38,6 +38,7 @@ from deerflow.agents.memory.backends.deermem.deermem.usage import (
     FactUsage,
     UsageEntry,
     decayed_heat,
+    heat,
     record_hits,
 )
 from deerflow.agents.memory.manager import FactEvictedError
@@ -325,7 +326,7 @@ def test_search_skips_facts_whose_file_is_gone(tmp_path: Path) -> None:
     usage.record("u", "__default__", [], NOW, 30)
     assert not usage_path(tmp_path).exists(), "no hits, no file"
     usage.record("u", "agent-x", ["fact_00000001"], NOW, 30)
-    assert usage.heat("u", "agent-x", NOW + timedelta(days=30), 30) == {
+    assert heat(usage, "u", "agent-x", NOW + timedelta(days=30), 30) == {
         "fact_00000001": pytest.approx(0.5)
     }
 

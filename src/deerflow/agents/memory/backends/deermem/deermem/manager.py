@@ -54,7 +54,7 @@ from deerflow.agents.memory.backends.deermem.deermem.migrate import (
     migrate,
     migrate_if_needed,
 )
-from deerflow.agents.memory.backends.deermem.deermem.usage import FactUsage
+from deerflow.agents.memory.backends.deermem.deermem.usage import FactUsage, capacity_heat
 from deerflow.agents.memory.backends.deermem.deermem.views import RecordViews
 from deerflow.agents.memory.manager import (
     DuplicateFactError,
@@ -460,8 +460,8 @@ class DeerMemMemoryManager(MemoryManager):
             }
             moment = datetime.now(UTC)
             policy = CapacityPolicy.from_config(self._config)
-            heat = self._usage.capacity_heat(
-                self._config, snapshot.user_id, snapshot.bucket, moment
+            heat = capacity_heat(
+                self._usage, self._config, snapshot.user_id, snapshot.bucket, moment
             )
             evicted = capacity_evictions(
                 snapshot.facts, record, policy, now=moment, heat=heat, order_keys=columns.order_keys

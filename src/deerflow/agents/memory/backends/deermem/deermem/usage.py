@@ -21,7 +21,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 from deerflow.agents.memory.backends.deermem.deermem.config import DeerMemConfig
 from deerflow.agents.memory.backends.deermem.deermem.core.atomic import (
@@ -31,7 +31,19 @@ from deerflow.agents.memory.backends.deermem.deermem.core.atomic import (
 from deerflow.agents.memory.backends.deermem.deermem.core.paths import safe_user_id, user_paths
 from deerflow.agents.memory.backends.deermem.deermem.governance import parse_time
 
-__all__ = ["MAX_ENTRIES", "USAGE_FILE", "FactUsage", "UsageEntry", "decayed_heat", "record_hits"]
+if TYPE_CHECKING:
+    from deerflow.agents.memory.backends.deermem.deermem.engine import UsageStore
+
+__all__ = [
+    "MAX_ENTRIES",
+    "USAGE_FILE",
+    "FactUsage",
+    "UsageEntry",
+    "capacity_heat",
+    "decayed_heat",
+    "heat",
+    "record_hits",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -91,8 +103,27 @@ def record_hits(
     return updated
 
 
+def heat(
+    store: UsageStore, user_id: str, bucket: str, now: datetime, half_life_days: float
+) -> dict[str, float]:
+    """Fact id → heat decayed to `now`, the input of the capacity policy."""
+    return {
+        fact_id: decayed_heat(entry, now, half_life_days)
+        for fact_id, entry in store.load(user_id, bucket).items()
+    }
+
+
+def capacity_heat(
+    store: UsageStore, config: DeerMemConfig, user_id: str, bucket: str, now: datetime
+) -> dict[str, float] | None:
+    """The heat the capacity policy needs: only `hybrid-v1` reads the usage store."""
+    if config.fact_eviction_policy != "hybrid-v1":
+        return None
+    return heat(store, user_id, bucket, now, config.eviction_access_half_life_days)
+
+
 class FactUsage:
-    """The access-heat sidecars under one storage root."""
+    """The access-heat sidecars under one storage root (the files engine's `UsageStore`)."""
 
     def __init__(self, root: Path) -> None:
         self._root = root
@@ -122,23 +153,6 @@ class FactUsage:
             return {}
         entries = {fact_id: _entry(value) for fact_id, value in facts.items()}
         return {fact_id: entry for fact_id, entry in entries.items() if entry is not None}
-
-    def heat(
-        self, user_id: str, bucket: str, now: datetime, half_life_days: float
-    ) -> dict[str, float]:
-        """Fact id → heat decayed to `now`, the input of the capacity policy."""
-        return {
-            fact_id: decayed_heat(entry, now, half_life_days)
-            for fact_id, entry in self.load(user_id, bucket).items()
-        }
-
-    def capacity_heat(
-        self, config: DeerMemConfig, user_id: str, bucket: str, now: datetime
-    ) -> dict[str, float] | None:
-        """The heat the capacity policy needs: only `hybrid-v1` reads the sidecar."""
-        if config.fact_eviction_policy != "hybrid-v1":
-            return None
-        return self.heat(user_id, bucket, now, config.eviction_access_half_life_days)
 
     def record(
         self,

@@ -46,7 +46,7 @@ from deerflow.agents.memory.backends.deermem.deermem.pipeline.queue import (
     QueueKey,
 )
 from deerflow.agents.memory.backends.deermem.deermem.pipeline.signals import SignalPatterns
-from deerflow.agents.memory.backends.deermem.deermem.usage import FactUsage
+from deerflow.agents.memory.backends.deermem.deermem.usage import FactUsage, capacity_heat
 from deerflow.agents.memory.manager import MemoryCallbacks, MemoryConflictError, utc_now
 
 __all__ = ["MemoryWriter"]
@@ -244,7 +244,7 @@ class MemoryWriter:
             compact=use_compact_prompt(self._config.extraction_prompt, model),
         )
         usage = FactUsage(Path(self._config.storage_path))
-        heat = usage.capacity_heat(self._config, snapshot.user_id, snapshot.bucket, now)
+        heat = capacity_heat(usage, self._config, snapshot.user_id, snapshot.bucket, now)
         for attempt in range(MAX_APPLY_ATTEMPTS):
             # A conflict means another writer committed first: apply the same proposals anew.
             snapshot = snapshot if attempt == 0 else self._storage.load(user_id, agent_name)
