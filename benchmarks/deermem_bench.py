@@ -217,9 +217,9 @@ class Spent:
 def instrument(manager: DeerMemMemoryManager) -> Spent:
     """Wrap the manager's storage, index and document builder to see where a write goes."""
     spent = Spent()
-    spent.wrap(manager._storage, "save", "storage.save")
-    spent.wrap(manager._storage, "load", "storage.load")
-    spent.wrap(manager._index, "apply", "index.apply")
+    spent.wrap(manager.storage, "save", "storage.save")
+    spent.wrap(manager.storage, "load", "storage.load")
+    spent.wrap(manager._store._index, "apply", "index.apply")
     spent.wrap(manager._views, "document", "result document")
     return spent
 
@@ -407,7 +407,7 @@ def bench_create_fact(
         totals.append((time.perf_counter() - start) * 1000)
         parts.append(spent.take())
     spent.restore()
-    final = len(manager._storage.load(user, None).facts)
+    final = len(manager.storage.load(user, None).facts)
     rows: dict[str, Any] = {}
 
     def add(key: str, lo: int, hi: int) -> None:
@@ -443,7 +443,7 @@ def search_breakdown(
     manager: DeerMemMemoryManager, user: str, queries: list[tuple[str, str]]
 ) -> dict[str, Any]:
     """Where the manager's search spends its time: its steps replayed one by one, timed apart."""
-    storage, index, views = manager._storage, manager._index, manager._views
+    storage, index, views = manager.storage, manager._store._index, manager._views
     assert isinstance(storage, FileMemoryStorage)  # its private steps are timed one by one
     steps: dict[str, list[float]] = {
         "storage.load (snapshot)": [],
@@ -542,13 +542,13 @@ def bench_single_search(
     """One user with a full bucket: the manager's search, the bare index's, and the breakdown."""
     queries = query_plan([user], plan.single_queries, seed=23)
     key = safe_user_id(user)
-    result: dict[str, Any] = {"user": user, "facts": len(manager._storage.load(user, None).facts)}
+    result: dict[str, Any] = {"user": user, "facts": len(manager.storage.load(user, None).facts)}
 
     def measure(state: str) -> None:
         searches(manager, queries[:WARMUP_QUERIES])
         times, counts = searches(manager, queries)
         bare = time_calls(
-            len(queries), lambda i: manager._index.search(key, AGENT, queries[i][1], limit=5)
+            len(queries), lambda i: manager._store._index.search(key, AGENT, queries[i][1], limit=5)
         )
         result[state] = {
             "manager": summarize(times),
@@ -584,7 +584,7 @@ def bench_context(plan: Plan, root: Path, log: Log) -> dict[str, Any]:
             return manager.get_context(u)
 
         cached = time_calls(plan.context_samples, context)
-        snapshot = manager._storage.load(user, None)
+        snapshot = manager.storage.load(user, None)
         fact_id, fact = min(snapshot.facts.items(), key=lambda item: item[1]["confidence"])
         values = (float(fact["confidence"]), round(float(fact["confidence"]) + 0.001, 3))
 
@@ -938,7 +938,7 @@ def bench_extraction(plan: Plan, root: Path, log: Log) -> dict[str, Any]:
             invokes.append(sum(TimedModel.spent_ms))
             adds.append(add_ms)
     spent.restore()
-    facts_after = len(manager._storage.load(EXTRACT_USER, None).facts)
+    facts_after = len(manager.storage.load(EXTRACT_USER, None).facts)
     manager.close()
     measured = extractions[EXTRACTION_WARMUP:]
     labels = sorted({label for part in parts for label in part})
@@ -1008,7 +1008,7 @@ def copy_index(root: Path, destination: Path) -> Path:
 def extra_facts(plan: Plan, manager: DeerMemMemoryManager) -> list[IndexedFact]:
     """Facts new to the probe user (no normalised duplicate of what it holds)."""
     held = {
-        normalized(f["content"]) for f in manager._storage.load(PROBE_USER, None).facts.values()
+        normalized(f["content"]) for f in manager.storage.load(PROBE_USER, None).facts.values()
     }
     fresh = unique_facts(random.Random("updates"), plan.update_samples * 2, first_id=77 * 10**9)
     return [f for f in fresh if normalized(f.content) not in held][: plan.update_samples]

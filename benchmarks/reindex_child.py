@@ -75,7 +75,7 @@ def main() -> None:
         bar = progress
         report = lambda done: bar.update(task, completed=done)  # noqa: E731
 
-    storage = manager._storage
+    storage = manager.storage
     # `reindex` reads every user through `scan` (it bypasses the read cache); `scan` is timed as
     # "reading + parsing". `reload` (the cached read) is only counted: a call would mean reindex
     # fills the cache again, and its time would be inside `scan` if `scan` called it.

@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 
 from deerflow.agents.memory.backends.deermem import DeerMemMemoryManager
-from deerflow.agents.memory.backends.deermem.deermem import manager as manager_module
+from deerflow.agents.memory.backends.deermem.deermem import edits as edits_module
 from deerflow.agents.memory.backends.deermem.deermem.core.changes import ChangeSet, CommitResult
 from deerflow.agents.memory.manager import DuplicateFactError, MemoryConflictError
 from tests.deermem.storage_helpers import LONG, LONG_TIMEOUT, spawn
@@ -182,7 +182,7 @@ def test_an_overtaken_create_whose_id_was_taken_meanwhile_is_refused(
     """Ids are fresh uuids, or the caller's own choice: either way a create never overwrites
     a fact that took its id in between."""
     same = uuid.UUID(int=7)
-    monkeypatch.setattr(manager_module.uuid, "uuid4", lambda: same)
+    monkeypatch.setattr(edits_module.uuid, "uuid4", lambda: same)
     mine, other = make(tmp_path), make(tmp_path)
     overtaken(mine, lambda: other.create_fact("Drinks tea"))
     with pytest.raises(DuplicateFactError) as refused:

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from deerflow.agents.memory.backends.deermem import DeerMemMemoryManager
-from deerflow.agents.memory.backends.deermem.deermem import manager as manager_module
+from deerflow.agents.memory.backends.deermem.deermem import edits as edits_module
 from deerflow.agents.memory.backends.deermem.deermem.core import index as index_module
 from deerflow.agents.memory.backends.deermem.deermem.core.changes import (
     ChangeSet,
@@ -354,7 +354,7 @@ def test_eviction_ties_and_changed_facts_follow_the_policy_not_a_stale_cache(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # Every fact is stamped in the same second, so the order within equal confidences decides.
-    monkeypatch.setattr(manager_module, "utc_now", lambda: "2026-01-01T00:00:00Z")
+    monkeypatch.setattr(edits_module, "utc_now", lambda: "2026-01-01T00:00:00Z")
     manager = make(tmp_path, max_facts=10)
     for i in range(10):
         manager.create_fact(f"fact number {i}", confidence=0.4 if i % 2 else 0.6, user_id="u")

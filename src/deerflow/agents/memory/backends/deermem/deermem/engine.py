@@ -21,7 +21,9 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol
+
+from deerflow.agents.memory.backends.deermem.deermem.usage import UsageStore
 
 if TYPE_CHECKING:
     from deerflow.agents.memory.backends.deermem.deermem.core.index import IndexedFact, SearchHit
@@ -32,7 +34,6 @@ if TYPE_CHECKING:
         QueueItem,
         QueueKey,
     )
-    from deerflow.agents.memory.backends.deermem.deermem.usage import UsageEntry
 
 __all__ = [
     "MemoryEngine",
@@ -148,21 +149,6 @@ class QueueSettings:
     max_depth: int
 
 
-class UsageStore(Protocol):
-    """How often each fact was found by search (the `hybrid-v1` eviction policy's heat)."""
-
-    def load(self, user_id: str, bucket: str) -> dict[str, UsageEntry]: ...
-
-    def record(
-        self,
-        user_id: str,
-        bucket: str,
-        fact_ids: Iterable[str],
-        now: datetime,
-        half_life_days: float,
-    ) -> None: ...
-
-
 class TokenStore(Protocol):
     """Token counts of context lines, so that a process needs no tokenizer for known lines."""
 
@@ -188,6 +174,10 @@ class UserDump:
 
 class MemoryEngine(ABC):
     """One place a DeerMem memory lives; see the module docstring."""
+
+    derived_data_errors: ClassVar[tuple[type[Exception], ...]] = ()
+    """Errors of the derived parts (search index, usage counts) that must not fail a write
+    already committed: they are logged, and the index catches up at the user's next search."""
 
     @property
     @abstractmethod
@@ -215,6 +205,10 @@ class MemoryEngine(ABC):
     @abstractmethod
     def user_ids(self) -> Iterator[str]:
         """Every user that has a memory, as the callers gave the ids."""
+
+    @abstractmethod
+    def scan(self, user_id: str) -> tuple[int, list[dict[str, Any]]]:
+        """The user's revision and every fact of every bucket, read past every cache."""
 
     @abstractmethod
     def dump_user(self, user_id: str) -> UserDump:

@@ -1,31 +1,25 @@
-"""`DeerMemMemoryManager`: the default backend, over files and a SQLite FTS5 index.
+"""`DeerMemMemoryManager`: the default backend, as the `MemoryManager` contract sees it.
 
-With `retrieval_embeddings` the index also holds fact vectors of the shipped local model, and
-search, relevance-aware injection and near-duplicate detection use them.
+The memory lives in an engine (`engine.py`): files under `storage_path` by default, or a
+PostgreSQL database that several replicas share (`storage: postgres`). The manager adapts the
+contract to it: reads and the injected context here, writes in `MemoryEdits`, the write pipeline
+in `MemoryWriter`, search and the index kept in step in `RecordStore`.
 """
 
 from __future__ import annotations
 
 import json
-import logging
 import operator
-import sqlite3
 import threading
-import uuid
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar, Final, Self, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, Final, Self
 
 from pydantic import PrivateAttr
 
 from deerflow.agents.memory.backends.deermem.deermem.config import DeerMemConfig, parse_config
 from deerflow.agents.memory.backends.deermem.deermem.context import format_context
-from deerflow.agents.memory.backends.deermem.deermem.core.changes import (
-    ChangeSet,
-    CommitResult,
-    MemorySnapshot,
-)
 from deerflow.agents.memory.backends.deermem.deermem.core.factfile import (
     read_fact_file,
     render_fact,
@@ -34,99 +28,61 @@ from deerflow.agents.memory.backends.deermem.deermem.core.paths import (
     DEFAULT_USER,
     bucket_name,
     safe_user_id,
-    validate_fact_id,
 )
-from deerflow.agents.memory.backends.deermem.deermem.core.storage import (
-    FileMemoryStorage,
-    MemoryStorage,
-    load_storage,
-)
-from deerflow.agents.memory.backends.deermem.deermem.core.token_cache import TokenCache
+from deerflow.agents.memory.backends.deermem.deermem.core.storage import MemoryStorage
 from deerflow.agents.memory.backends.deermem.deermem.core.tokens import TokenCounter
-from deerflow.agents.memory.backends.deermem.deermem.governance import (
-    CapacityPolicy,
-    capacity_evictions,
-    normalized,
-    refuse_duplicate,
-)
-from deerflow.agents.memory.backends.deermem.deermem.migrate import (
-    find_legacy,
-    migrate,
-    migrate_if_needed,
-)
-from deerflow.agents.memory.backends.deermem.deermem.usage import FactUsage, capacity_heat
+from deerflow.agents.memory.backends.deermem.deermem.edits import MemoryEdits
+from deerflow.agents.memory.backends.deermem.deermem.engine import MemoryEngine
+from deerflow.agents.memory.backends.deermem.deermem.engines import open_engine
+from deerflow.agents.memory.backends.deermem.deermem.records import RecordStore, agent_of
 from deerflow.agents.memory.backends.deermem.deermem.views import RecordViews
 from deerflow.agents.memory.manager import (
-    DuplicateFactError,
-    FactNotFoundError,
-    MemoryConflictError,
     MemoryManager,
     MemoryMode,
     MemoryUnsupportedError,
-    check_revision,
     checked_id,
     searchable_query,
-    utc_now,
     validate_category,
-    validate_confidence,
-    validate_content,
-    validate_summary,
 )
 
 if TYPE_CHECKING:
-    from deerflow.agents.memory.backends.deermem.deermem.core.index import (
-        IndexedFact,
-        RetrievalIndex,
-        SearchHit,
-    )
+    from deerflow.agents.memory.backends.deermem.deermem.core.file_engine import FileEngine
     from deerflow.agents.memory.backends.deermem.deermem.embeddings import Embedder
     from deerflow.agents.memory.backends.deermem.deermem.pipeline.writer import MemoryWriter
 
 # Modules only writes, search, history, audit or migration need are imported where they are
 # used, so that a process that only reads (a cold start's first get_context) does not import
-# them, and the retrieval index is opened on first use.
+# them, and the search index is opened on first use.
 
 __all__ = ["DeerMemMemoryManager"]
 
-logger = logging.getLogger(__name__)
 _FACT: Final = operator.attrgetter("fact")  # a context entry's fact, read in C
-
-# Snapshot-derived writes (create with capacity, clear, import, revert) recompute on conflict.
-MAX_ATTEMPTS: Final = 5
-# Snapshot-derived writes of one user from this process take turns on one of these locks (users
-# share a lock by hash): bounded, and a collision only makes two users wait for each other.
-WRITE_TURN_STRIPES: Final = 64
 CONTEXT_CACHE_SIZE: Final = 4096
-T = TypeVar("T")
 # What a cached context text was made from: the bucket's facts and the two summary parts.
 _ContextSource = tuple[Mapping[str, Any], Mapping[str, Any], Mapping[str, Any]]
 
 
 class DeerMemMemoryManager(MemoryManager):
-    """Memory in Markdown files and JSON summaries under `storage_path`, searched through FTS5."""
+    """Summaries and facts in a DeerMem engine (files by default), searched lexically and by
+    meaning."""
 
     supports_search: ClassVar[bool] = True
     supports_expected_revision: ClassVar[bool] = True
 
     _config: DeerMemConfig = PrivateAttr()
-    _storage: MemoryStorage = PrivateAttr()
-    _opened_index: RetrievalIndex | None = PrivateAttr(default=None)
-    _index_lock: threading.Lock = PrivateAttr(default_factory=threading.Lock)
+    _store: RecordStore = PrivateAttr()
+    _edits: MemoryEdits = PrivateAttr()
     _embedder: Embedder | None = PrivateAttr(default=None)
     _tokens: TokenCounter = PrivateAttr()
     _views: RecordViews = PrivateAttr(default_factory=RecordViews)
     _hooks: dict[str, Any] = PrivateAttr(default_factory=dict)
     _built_writer: MemoryWriter | None = PrivateAttr(default=None)
     _writer_lock: threading.Lock = PrivateAttr(default_factory=threading.Lock)
-    _usage: FactUsage = PrivateAttr()
     # (user, bucket) → (source, text): the last injection text, reused while nothing changed.
     _context_cache: dict[tuple[str, str], tuple[_ContextSource, str]] = PrivateAttr(
         default_factory=dict
     )
     _cache_lock: threading.Lock = PrivateAttr(default_factory=threading.Lock)
-    _write_turns: tuple[threading.Lock, ...] = PrivateAttr(
-        default_factory=lambda: tuple(threading.Lock() for _ in range(WRITE_TURN_STRIPES))
-    )
 
     @classmethod
     def from_config(
@@ -145,7 +101,6 @@ class DeerMemMemoryManager(MemoryManager):
         hooks = data.pop("host_hooks", {})
         super().__init__(**data)
         self._config = parse_config(self.backend_config)
-        self._storage = load_storage(self._config, open_user=migrate_if_needed)
         self._embedder = None
         if self._config.retrieval_embeddings:
             from deerflow.agents.memory.backends.deermem.deermem.embeddings import Embedder
@@ -157,35 +112,11 @@ class DeerMemMemoryManager(MemoryManager):
             # calls `warm()` (`awarm()`) before it serves, as the gateway does.
             self._embedder = Embedder()
             self._embedder.check()
-        self._tokens = TokenCounter(
-            cache=TokenCache(Path(self._config.storage_path) / ".retrieval" / "tokens.sqlite3")
-        )
-        self._usage = FactUsage(Path(self._config.storage_path))
+        engine = open_engine(self._config)
+        self._store = RecordStore(engine, self._config, self._embedder)
+        self._edits = MemoryEdits(self._store, self._config, self._views)
+        self._tokens = TokenCounter(cache=engine.open_token_store())
         self._hooks = hooks
-
-    @property
-    def _index(self) -> RetrievalIndex:
-        """The retrieval index, opened on first use (an unreadable one is rebuilt, since the
-        fact files are the truth)."""
-        index = self._opened_index
-        if index is not None:
-            return index
-        from deerflow.agents.memory.backends.deermem.deermem.core.index import (
-            IndexCorruptionError,
-            RetrievalIndex,
-        )
-
-        with self._index_lock:
-            if self._opened_index is None:
-                path = Path(self._config.storage_path) / ".retrieval" / "index.sqlite3"
-                try:
-                    self._opened_index = RetrievalIndex(path, self._embedder)
-                except IndexCorruptionError:
-                    logger.warning(
-                        "retrieval index %s is unreadable; recreating it from the files", path
-                    )
-                    self._opened_index = RetrievalIndex.reset(path, self._embedder)
-            return self._opened_index
 
     @property
     def _writer(self) -> MemoryWriter:
@@ -196,9 +127,8 @@ class DeerMemMemoryManager(MemoryManager):
             if self._built_writer is None:
                 self._built_writer = MemoryWriter(
                     self._config,
-                    self._storage,
-                    commit=self._commit,
-                    document=self._views.document,
+                    self._store,
+                    views=self._views,
                     callbacks=self.callbacks,
                     hooks=self._hooks,
                     similarity=None if self._embedder is None else self._embedder.text_similarities,
@@ -206,9 +136,14 @@ class DeerMemMemoryManager(MemoryManager):
             return self._built_writer
 
     @property
+    def engine(self) -> MemoryEngine:
+        """Where the memory lives, for tools that move or rebuild a whole store."""
+        return self._store.engine
+
+    @property
     def storage(self) -> MemoryStorage:
-        """The storage layer, for tools that work below the contract (migration, reindex)."""
-        return self._storage
+        """The engine's record storage, for tools that work below the contract."""
+        return self._store.storage
 
     # -- writes through the pipeline ---------------------------------------------------------
 
@@ -258,7 +193,7 @@ class DeerMemMemoryManager(MemoryManager):
     def get_memory(
         self, *, user_id: str | None = None, agent_name: str | None = None
     ) -> dict[str, Any]:
-        return self._views.document(self._storage.load(user_id, agent_name))
+        return self._edits.document(user_id, agent_name)
 
     def export_memory(
         self, *, user_id: str | None = None, agent_name: str | None = None
@@ -270,10 +205,7 @@ class DeerMemMemoryManager(MemoryManager):
     ) -> dict[str, Any]:
         with self._cache_lock:
             self._context_cache.clear()
-        snapshot = self._storage.reload(user_id, agent_name)
-        # Files edited by hand leave the revision alone, so the index would not see the edit.
-        self._with_index(lambda index: index.mark_dirty(safe_user_id(snapshot.user_id)))
-        return self._views.document(snapshot)
+        return self._views.document(self._store.reload(user_id, agent_name))
 
     def get_context(
         self,
@@ -284,7 +216,7 @@ class DeerMemMemoryManager(MemoryManager):
         query: str | None = None,
     ) -> str:
         query = None if query is None else searchable_query(query)
-        snapshot = self._storage.load(user_id, agent_name)
+        snapshot = self._store.load(user_id, agent_name)
         relevant = bool(query and query.strip() and self._config.retrieval_relevance_enabled)
         key = (safe_user_id(snapshot.user_id), snapshot.bucket)
         # The storage hands out the same objects while the files are unchanged, and new ones
@@ -299,7 +231,7 @@ class DeerMemMemoryManager(MemoryManager):
         if relevant:
             from deerflow.agents.memory.backends.deermem.deermem.ranking import rank_for_query
 
-            similarities = self._query_similarities(snapshot, query or "")
+            similarities = self._store.similarities(snapshot, query or "")
             entries = rank_for_query(
                 entries,
                 query or "",
@@ -345,31 +277,10 @@ class DeerMemMemoryManager(MemoryManager):
             raise ValueError(f"top_k: must be a positive integer, got {top_k!r}")
         if category is not None:
             validate_category(category)
-        user_key = safe_user_id(DEFAULT_USER if user_id is None else user_id)
-        bucket = bucket_name(agent_name)
-        # Reading only the hits keeps a user's first search from parsing the whole bucket.
-        revision, _ = self._storage.load_facts(user_id, agent_name, ())
-
-        def lookup(index: RetrievalIndex) -> list[SearchHit]:
-            if index.indexed_revision(user_key) != revision:
-                self._reindex_user(index, self._storage.load(user_id, agent_name))
-            return index.search(
-                user_key,
-                bucket,
-                query,
-                category=category,
-                limit=top_k,
-                semantic_weight=self._config.retrieval_semantic_weight,
-                thread_context=self._config.retrieval_thread_context,
-            )
-
-        hits = self._with_index(lookup)
-        _, records = self._storage.load_facts(user_id, agent_name, [h.fact_id for h in hits])
-        # A hit missing from the files means the index ran ahead; it heals on the next commit.
-        found = [hit for hit in hits if hit.fact_id in records]
-        if self._config.fact_eviction_policy == "hybrid-v1":
-            self._record_access(user_id, bucket, [hit.fact_id for hit in found])
-        return [self._views.public(records[hit.fact_id]) | {"score": hit.score} for hit in found]
+        found = self._store.search(
+            query, top_k, user_id=user_id, agent_name=agent_name, category=category
+        )
+        return [self._views.public(record) | {"score": score} for record, score in found]
 
     # -- fact CRUD -----------------------------------------------------------------------------
 
@@ -384,9 +295,8 @@ class DeerMemMemoryManager(MemoryManager):
         expected_revision: int | None = None,
     ) -> tuple[dict[str, Any], str | None]:
         """Store a fact. Without `expected_revision`, a create that another writer overtook is
-        redone on the newer revision inside the commit (duplicates and capacity checked again
-        there), not refused: creates commute."""
-        return self._create_fact(
+        redone on the newer revision inside the commit, not refused: creates commute."""
+        return self._edits.create_fact(
             content,
             category,
             confidence,
@@ -414,89 +324,10 @@ class DeerMemMemoryManager(MemoryManager):
             DuplicateFactError: the id is taken in this bucket (`existing_fact_id` is the id),
                 or the same content is stored under another id.
         """
-        validate_fact_id(fact_id)
-        document, _ = self._create_fact(
+        document, _ = self._edits.create_fact(
             content, category, confidence, fact_id, user_id=user_id, agent_name=agent_name
         )
         return document
-
-    def _create_fact(
-        self,
-        content: str,
-        category: str,
-        confidence: float,
-        fact_id: str | None,
-        *,
-        user_id: str | None,
-        agent_name: str | None,
-        expected_revision: int | None = None,
-    ) -> tuple[dict[str, Any], str | None]:
-        from deerflow.agents.memory.backends.deermem.deermem.core.scrub import refuse_secrets
-
-        text = validate_content(content)
-        refuse_secrets(text)
-        category = validate_category(category)
-        confidence = validate_confidence(confidence)
-
-        def attempt() -> tuple[dict[str, Any], str | None]:
-            snapshot = self._storage.load(user_id, agent_name)
-            check_revision(snapshot.revision, expected_revision)
-            columns = self._views.columns(snapshot)
-            if fact_id is not None and fact_id in snapshot.facts:
-                raise DuplicateFactError(
-                    f"a fact with this id already exists: {fact_id}", existing_fact_id=fact_id
-                )
-            refuse_duplicate(columns.ids, columns.normalized, text)
-            now = utc_now()
-            record: dict[str, Any] = {
-                "id": fact_id or f"fact_{uuid.uuid4().hex}",
-                "category": category,
-                "confidence": confidence,
-                "createdAt": now,
-                "updatedAt": now,
-                "source": {"type": "manual", "threadId": None},
-                "agent_name": snapshot.bucket,
-                "content": text,
-            }
-            moment = datetime.now(UTC)
-            policy = CapacityPolicy.from_config(self._config)
-            heat = capacity_heat(
-                self._usage, self._config, snapshot.user_id, snapshot.bucket, moment
-            )
-            evicted = capacity_evictions(
-                snapshot.facts, record, policy, now=moment, heat=heat, order_keys=columns.order_keys
-            )
-
-            def creation(new: dict[str, Any], evicted: list[str]) -> ChangeSet:
-                return ChangeSet(
-                    actor="manual",
-                    reason="create_fact"
-                    + (f"; capacity evicted {', '.join(evicted)}" if evicted else ""),
-                    upserts=[new],
-                    deletes=[(snapshot.bucket, fact_id) for fact_id in evicted],
-                    expected_revision=snapshot.revision,
-                )
-
-            def rebase_onto(facts: Mapping[str, Mapping[str, Any]]) -> ChangeSet:
-                if record["id"] in facts:  # the new fact's id must still be free
-                    raise DuplicateFactError(
-                        f"a fact with this id already exists: {record['id']}",
-                        existing_fact_id=record["id"],
-                    )
-                texts = [normalized(fact["content"]) for fact in facts.values()]
-                refuse_duplicate(list(facts), texts, text)
-                # Stamped anew: the facts committed meanwhile must not make it look older.
-                later = utc_now()
-                new = record | {"createdAt": later, "updatedAt": later}
-                return creation(new, capacity_evictions(facts, new, policy, now=moment, heat=heat))
-
-            changes = creation(record, evicted)
-            if expected_revision is None:  # a caller's condition is never rebased
-                changes.rebase_onto = rebase_onto
-            self._commit(snapshot.user_id, changes)
-            return self.get_memory(user_id=user_id, agent_name=agent_name), record["id"]
-
-        return self._retrying(user_id, attempt)
 
     def update_fact(
         self,
@@ -509,41 +340,15 @@ class DeerMemMemoryManager(MemoryManager):
         agent_name: str | None = None,
         expected_revision: int | None = None,
     ) -> dict[str, Any]:
-        from deerflow.agents.memory.backends.deermem.deermem.core.scrub import refuse_secrets
-
-        text = None if content is None else validate_content(content)
-        if text is not None:
-            refuse_secrets(text)
-        category = None if category is None else validate_category(category)
-        confidence = None if confidence is None else validate_confidence(confidence)
-
-        def attempt() -> dict[str, Any]:
-            snapshot, current = self._existing(fact_id, user_id, agent_name, expected_revision)
-            updated = dict(current)
-            if text is not None:
-                columns = self._views.columns(snapshot)
-                refuse_duplicate(columns.ids, columns.normalized, text, ignore_id=fact_id)
-                updated["content"] = text
-            if category is not None:
-                updated["category"] = category
-            if confidence is not None:
-                updated["confidence"] = confidence
-            if updated != current:
-                updated["updatedAt"] = utc_now()
-                self._commit(
-                    snapshot.user_id,
-                    ChangeSet(
-                        actor="manual",
-                        reason="update_fact",
-                        upserts=[updated],
-                        expected_revision=snapshot.revision,
-                        preconditions={(snapshot.bucket, fact_id): current["revision"]},
-                        rebase=expected_revision is None,  # a caller's condition holds exactly
-                    ),
-                )
-            return self.get_memory(user_id=user_id, agent_name=agent_name)
-
-        return self._retrying(user_id, attempt)
+        return self._edits.update_fact(
+            fact_id,
+            content,
+            category,
+            confidence,
+            user_id=user_id,
+            agent_name=agent_name,
+            expected_revision=expected_revision,
+        )
 
     def delete_fact(
         self,
@@ -553,22 +358,9 @@ class DeerMemMemoryManager(MemoryManager):
         agent_name: str | None = None,
         expected_revision: int | None = None,
     ) -> dict[str, Any]:
-        def attempt() -> dict[str, Any]:
-            snapshot, current = self._existing(fact_id, user_id, agent_name, expected_revision)
-            self._commit(
-                snapshot.user_id,
-                ChangeSet(
-                    actor="manual",
-                    reason="delete_fact",
-                    deletes=[(snapshot.bucket, fact_id)],
-                    expected_revision=snapshot.revision,
-                    preconditions={(snapshot.bucket, fact_id): current["revision"]},
-                    rebase=expected_revision is None,
-                ),
-            )
-            return self.get_memory(user_id=user_id, agent_name=agent_name)
-
-        return self._retrying(user_id, attempt)
+        return self._edits.delete_fact(
+            fact_id, user_id=user_id, agent_name=agent_name, expected_revision=expected_revision
+        )
 
     def clear_memory(
         self,
@@ -577,38 +369,9 @@ class DeerMemMemoryManager(MemoryManager):
         agent_name: str | None = None,
         expected_revision: int | None = None,
     ) -> dict[str, Any]:
-        def attempt() -> dict[str, Any]:
-            snapshot = self._storage.load(user_id, agent_name)
-            check_revision(snapshot.revision, expected_revision)
-            buckets = [snapshot.bucket] if agent_name is not None else list(snapshot.buckets)
-            # Read from the files, not the cache: a fact file added by hand must go too.
-            deletes = [
-                (bucket, fact_id)
-                for bucket in buckets
-                for fact_id in self._storage.reload(user_id, _agent(bucket)).facts
-            ]
-            if not deletes and snapshot.revision == 0:  # nothing stored: leave no directory
-                return self.get_memory(user_id=user_id, agent_name=agent_name)
-            summaries = (
-                {}
-                if agent_name is not None
-                else {
-                    part: dict.fromkeys(sections, "")
-                    for part, sections in snapshot.summaries.items()
-                }
-            )
-            scope = f"agent {snapshot.bucket}" if agent_name is not None else "all agents"
-            changes = ChangeSet(
-                actor="clear",
-                reason=f"clear_memory ({scope})",
-                summaries=summaries,
-                deletes=deletes,
-                expected_revision=snapshot.revision,
-            )
-            self._commit(snapshot.user_id, changes)
-            return self.get_memory(user_id=user_id, agent_name=agent_name)
-
-        return self._retrying(user_id, attempt)
+        return self._edits.clear(
+            user_id=user_id, agent_name=agent_name, expected_revision=expected_revision
+        )
 
     def import_memory(
         self,
@@ -618,16 +381,9 @@ class DeerMemMemoryManager(MemoryManager):
         agent_name: str | None = None,
         expected_revision: int | None = None,
     ) -> dict[str, Any]:
-        from deerflow.agents.memory.backends.deermem.deermem.imports import imported_changes
-
-        def attempt() -> dict[str, Any]:
-            snapshot = self._storage.reload(user_id, agent_name)  # hand-added files go too
-            check_revision(snapshot.revision, expected_revision)
-            changes = imported_changes(data, snapshot, max_facts=self._config.max_facts)
-            self._commit(snapshot.user_id, changes)
-            return self.get_memory(user_id=user_id, agent_name=agent_name)
-
-        return self._retrying(user_id, attempt)
+        return self._edits.import_memory(
+            data, user_id=user_id, agent_name=agent_name, expected_revision=expected_revision
+        )
 
     def update_summary(
         self,
@@ -639,22 +395,14 @@ class DeerMemMemoryManager(MemoryManager):
         agent_name: str | None = None,
         expected_revision: int | None = None,
     ) -> dict[str, Any]:
-        part, section, summary = validate_summary(part, section, text)
-
-        def attempt() -> dict[str, Any]:
-            snapshot = self._storage.load(user_id, agent_name)
-            check_revision(snapshot.revision, expected_revision)
-            if snapshot.summaries[part][section]["summary"] != summary:
-                changes = ChangeSet(
-                    actor="manual",
-                    reason=f"update_summary {part}.{section}",
-                    summaries={part: {section: summary}},
-                    expected_revision=snapshot.revision,
-                )
-                self._commit(snapshot.user_id, changes)
-            return self.get_memory(user_id=user_id, agent_name=agent_name)
-
-        return self._retrying(user_id, attempt)
+        return self._edits.update_summary(
+            part,
+            section,
+            text,
+            user_id=user_id,
+            agent_name=agent_name,
+            expected_revision=expected_revision,
+        )
 
     # -- audit log and undo ----------------------------------------------------------------------
 
@@ -670,62 +418,23 @@ class DeerMemMemoryManager(MemoryManager):
             raise ValueError(f"limit: must be a positive integer, got {limit!r}")
         bucket = bucket_name(agent_name)
         raw_user = DEFAULT_USER if user_id is None else user_id
-        entries = [e for e in self._storage.read_history(raw_user) if touches_bucket(e, bucket)]
+        entries = [e for e in self._store.read_history(raw_user) if touches_bucket(e, bucket)]
         return [public_entry(entry, raw_user, bucket) for entry in reversed(entries[-limit:])]
 
     def revert_change(
         self, change_id: str, *, user_id: str | None = None, expected_revision: int | None = None
     ) -> dict[str, Any]:
-        from deerflow.agents.memory.backends.deermem.deermem.history import (
-            check_restorable,
-            public_entry,
-            revert_changes,
-        )
-
-        raw_user = DEFAULT_USER if user_id is None else user_id
-
-        def attempt() -> dict[str, Any]:
-            snapshot = self._storage.load(raw_user, None)
-            check_revision(snapshot.revision, expected_revision)
-            entries = self._storage.read_history(raw_user)
-            changes = revert_changes(
-                entries, change_id, raw_user, snapshot.revision, snapshot.summaries
-            )
-            buckets = {bucket for bucket, _ in changes.raw_writes}
-            check_restorable(
-                changes,
-                raw_user,
-                {b: self._storage.load(raw_user, _agent(b)).facts for b in sorted(buckets)},
-                self._config.max_facts,
-            )
-            result = self._commit(raw_user, changes)
-            recorded = next(
-                e
-                for e in self._storage.read_history(raw_user)
-                if e["change_id"] == result.change_id
-            )
-            return public_entry(recorded, raw_user)
-
-        return self._retrying(user_id, attempt)
+        return self._edits.revert(change_id, user_id=user_id, expected_revision=expected_revision)
 
     # -- DeerMem's own tools (CLI, gateway) -------------------------------------------------------
 
     def reindex(self, progress: Callable[[int], None] | None = None) -> int:
-        """Rebuild the whole retrieval index from the files; return how many facts it holds.
+        """Rebuild the whole search index from the memory; return how many facts it holds.
 
         Raises:
             MemoryUnsupportedError: the storage cannot list its users.
         """
-        from deerflow.agents.memory.backends.deermem.deermem.core.index import IndexedFact
-
-        storage = self._file_storage("reindex")
-
-        def users() -> Iterator[tuple[str, int, Iterator[IndexedFact]]]:
-            for user_id in storage.user_ids():
-                revision, records = storage.scan(user_id)
-                yield safe_user_id(user_id), revision, map(IndexedFact.from_record, records)
-
-        return self._with_index(lambda index: index.rebuild(users(), progress=progress))
+        return self._store.reindex(progress)
 
     def export_markdown(
         self, destination: Path, *, user_id: str | None = None, agent_name: str | None = None
@@ -735,7 +444,7 @@ class DeerMemMemoryManager(MemoryManager):
         Returns the number of facts written. `import_markdown` reads the folder back.
         """
         document = self.export_memory(user_id=user_id, agent_name=agent_name)
-        snapshot = self._storage.load(user_id, agent_name)
+        snapshot = self._store.load(user_id, agent_name)
         destination.mkdir(parents=True, exist_ok=True)
         summaries = {key: document[key] for key in ("version", "user", "history")}
         (destination / "memory.json").write_text(
@@ -784,8 +493,8 @@ class DeerMemMemoryManager(MemoryManager):
 
     def agent_names(self, *, user_id: str | None = None) -> list[str]:
         """The agents (bucket names) whose buckets hold facts of the user, the default excluded."""
-        buckets = self._storage.load(user_id, None).buckets
-        return sorted(name for name in map(_agent, buckets) if name is not None)
+        buckets = self._store.load(user_id, None).buckets
+        return sorted(name for name in map(agent_of, buckets) if name is not None)
 
     def audit(
         self,
@@ -798,10 +507,10 @@ class DeerMemMemoryManager(MemoryManager):
         from deerflow.agents.memory.backends.deermem.deermem.audit import audit_bucket
 
         now = datetime.now(UTC)
-        buckets = self._storage.load(user_id, None).buckets or (bucket_name(None),)
+        buckets = self._store.load(user_id, None).buckets or (bucket_name(None),)
         return [
             audit_bucket(
-                self._storage.load(user_id, _agent(bucket)),
+                self._store.load(user_id, agent_of(bucket)),
                 now=now,
                 staleness_age_days=staleness_age_days,
                 near_duplicate_threshold=near_duplicate_threshold,
@@ -811,7 +520,9 @@ class DeerMemMemoryManager(MemoryManager):
 
     def legacy_sources(self) -> list[str]:
         """Files of the old single-file layout that `migrate` would move, relative to the root."""
-        storage = self._file_storage("migrate")
+        from deerflow.agents.memory.backends.deermem.deermem.migrate import find_legacy
+
+        storage = self._file_engine("migrate").files("migrate")
         return [str(source.path.relative_to(storage.root)) for source in find_legacy(storage.root)]
 
     def migrate(
@@ -821,163 +532,37 @@ class DeerMemMemoryManager(MemoryManager):
         `progress` is called with the number of users done after each one.
 
         Raises:
-            MemoryUnsupportedError: the storage is not the file storage.
+            MemoryUnsupportedError: the memory is not in the file storage.
         """
-        storage = self._file_storage("migrate")
+        from deerflow.agents.memory.backends.deermem.deermem.migrate import migrate
+
+        storage = self._file_engine("migrate").files("migrate")
         return migrate(storage.root, storage, dry_run=dry_run, progress=progress).as_dict()
 
-    def _file_storage(self, operation: str) -> FileMemoryStorage:
-        if not isinstance(self._storage, FileMemoryStorage):
-            raise MemoryUnsupportedError(type(self._storage).__name__, operation)
-        return self._storage
+    def _file_engine(self, operation: str) -> FileEngine:
+        from deerflow.agents.memory.backends.deermem.deermem.core.file_engine import FileEngine
+
+        engine = self._store.engine
+        if not isinstance(engine, FileEngine):
+            raise MemoryUnsupportedError(type(engine).__name__, operation)
+        return engine
 
     # -- lifecycle -------------------------------------------------------------------------------
 
     def warm(self) -> bool:
-        """Load the tokenizer and the embedding model, open the retrieval index and start the
+        """Load the tokenizer and the embedding model, open the search index and start the
         write queue (conversations left by a crash run)."""
         if self._embedder is not None:
             self._embedder.load()
-        self._index  # noqa: B018 - opened here rather than by the first search
+        self._store.open()
         self._writer.queue  # noqa: B018 - opening the queue starts its worker
         return self._tokens.load()
 
     def close(self) -> None:
         if self._built_writer is not None:
             self._built_writer.close()
-        with self._index_lock:
-            if self._opened_index is not None:
-                self._opened_index.close()
         self._tokens.close()
-        self._storage.close()
-
-    # -- internals -------------------------------------------------------------------------------
-
-    def _existing(
-        self, fact_id: str, user_id: str | None, agent_name: str | None, expected_revision: Any
-    ) -> tuple[MemorySnapshot, dict[str, Any]]:
-        """The snapshot, checked to be at `expected_revision` (None: any), and the fact."""
-        validate_fact_id(fact_id)
-        snapshot = self._storage.load(user_id, agent_name)
-        check_revision(snapshot.revision, expected_revision)
-        current = snapshot.facts.get(fact_id)
-        if current is None:
-            raise FactNotFoundError(fact_id)
-        return snapshot, dict(current)
-
-    def _record_access(self, user_id: str | None, bucket: str, fact_ids: list[str]) -> None:
-        """Count a search hit of each fact for `hybrid-v1`; usage data never fails a search."""
-        raw_user = DEFAULT_USER if user_id is None else user_id
-        try:
-            self._usage.record(
-                raw_user,
-                bucket,
-                fact_ids,
-                datetime.now(UTC),
-                self._config.eviction_access_half_life_days,
-            )
-        except OSError:
-            logger.warning("could not record fact usage of %s/%s", raw_user, bucket, exc_info=True)
-
-    def _retrying(self, user_id: str | None, attempt: Callable[[], T]) -> T:
-        """Run a snapshot-derived write, again on conflict, a bounded number of times.
-
-        Writes of one user from this process take turns (a gateway's concurrent requests would
-        otherwise keep invalidating each other's snapshot until the attempts run out), so only
-        another process's commit can make an attempt conflict.
-        """
-        user_key = safe_user_id(DEFAULT_USER if user_id is None else user_id)
-        with self._write_turns[hash(user_key) % WRITE_TURN_STRIPES]:
-            for _ in range(MAX_ATTEMPTS - 1):
-                try:
-                    return attempt()
-                except MemoryConflictError:
-                    continue
-            return attempt()
-
-    def _commit(self, user_id: str, changes: ChangeSet) -> CommitResult:
-        result = self._storage.save(user_id, changes)
-        if result.change_id is not None:
-            self._update_index(safe_user_id(user_id), result)
-        return result
-
-    def _update_index(self, user_key: str, result: CommitResult) -> None:
-        from deerflow.agents.memory.backends.deermem.deermem.core.index import (
-            IndexCorruptionError,
-            IndexedFact,
-        )
-        from deerflow.agents.memory.backends.deermem.deermem.embeddings import EmbeddingError
-
-        try:
-            self._with_index(
-                lambda index: index.apply(
-                    user_key,
-                    result.revision,
-                    [IndexedFact.from_record(record) for record in result.upserted],
-                    list(result.deleted),
-                )
-            )
-        except (sqlite3.Error, EmbeddingError, IndexCorruptionError):
-            # The files are the truth and the commit has happened: it must not be reported as
-            # failed. The update is one transaction, so the user's indexed revision stayed
-            # behind, and the next search of this user rebuilds the rows (and raises if the
-            # embedding model, or the index, is still broken then).
-            logger.warning(
-                "retrieval index update failed for %s; its next search rebuilds it",
-                user_key,
-                exc_info=True,
-            )
-
-    def _with_index(self, use: Callable[[RetrievalIndex], T]) -> T:
-        """`use(index)`; an index found unreadable while open is recreated from nothing (it is
-        derived: each user is rebuilt from the files at its next search) and `use` runs again.
-        So does a `use` whose index another thread closed and recreated under it."""
-        from deerflow.agents.memory.backends.deermem.deermem.core.index import (
-            IndexClosedError,
-            IndexCorruptionError,
-            RetrievalIndex,
-        )
-
-        index = self._index
-        try:
-            return use(index)
-        except IndexClosedError:
-            if self._opened_index is index:
-                raise  # closed with the manager, not replaced
-        except IndexCorruptionError:
-            with self._index_lock:
-                if self._opened_index is index:
-                    logger.warning(
-                        "retrieval index %s is unreadable; recreating it from the files",
-                        index.path,
-                    )
-                    index.close()
-                    self._opened_index = RetrievalIndex.reset(index.path, self._embedder)
-        return use(self._index)  # on the index that replaced the one `use` failed on
-
-    def _query_similarities(self, snapshot: MemorySnapshot, query: str) -> dict[str, float] | None:
-        """Each fact's cosine similarity to `query` from the index; None without embeddings."""
-        if self._embedder is None:
-            return None
-        user_key = safe_user_id(snapshot.user_id)
-
-        def lookup(index: RetrievalIndex) -> dict[str, float]:
-            if index.indexed_revision(user_key) != snapshot.revision:
-                self._reindex_user(index, snapshot)
-            return index.similarities(user_key, snapshot.bucket, query)
-
-        return self._with_index(lookup)
-
-    def _reindex_user(self, index: RetrievalIndex, snapshot: MemorySnapshot) -> None:
-        user_key = safe_user_id(snapshot.user_id)
-        index.replace_user(user_key, snapshot.revision, self._user_facts(snapshot))
-
-    def _user_facts(self, snapshot: MemorySnapshot) -> Iterator[IndexedFact]:
-        from deerflow.agents.memory.backends.deermem.deermem.core.index import IndexedFact
-
-        for bucket in snapshot.buckets:
-            records = self._storage.load(snapshot.user_id, _agent(bucket)).facts.values()
-            yield from map(IndexedFact.from_record, records)
+        self._store.close()
 
 
 def _refuse_bad_scope(thread_id: str, user_id: str | None, agent_name: str | None) -> None:
@@ -990,8 +575,3 @@ def _refuse_bad_scope(thread_id: str, user_id: str | None, agent_name: str | Non
     checked_id(thread_id, "thread_id")
     safe_user_id(user_id)
     bucket_name(agent_name)
-
-
-def _agent(bucket: str) -> str | None:
-    """The agent name that selects `bucket`."""
-    return None if bucket == bucket_name(None) else bucket

@@ -21,7 +21,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Final
+from typing import Any, Final, Protocol
 
 from deerflow.agents.memory.backends.deermem.deermem.config import DeerMemConfig
 from deerflow.agents.memory.backends.deermem.deermem.core.atomic import (
@@ -31,14 +31,12 @@ from deerflow.agents.memory.backends.deermem.deermem.core.atomic import (
 from deerflow.agents.memory.backends.deermem.deermem.core.paths import safe_user_id, user_paths
 from deerflow.agents.memory.backends.deermem.deermem.governance import parse_time
 
-if TYPE_CHECKING:
-    from deerflow.agents.memory.backends.deermem.deermem.engine import UsageStore
-
 __all__ = [
     "MAX_ENTRIES",
     "USAGE_FILE",
     "FactUsage",
     "UsageEntry",
+    "UsageStore",
     "capacity_heat",
     "decayed_heat",
     "heat",
@@ -101,6 +99,21 @@ def record_hits(
         )
         updated = dict(hottest[:MAX_ENTRIES])
     return updated
+
+
+class UsageStore(Protocol):
+    """Where an engine keeps how often each fact was found by search."""
+
+    def load(self, user_id: str, bucket: str) -> dict[str, UsageEntry]: ...
+
+    def record(
+        self,
+        user_id: str,
+        bucket: str,
+        fact_ids: Iterable[str],
+        now: datetime,
+        half_life_days: float,
+    ) -> None: ...
 
 
 def heat(

@@ -31,10 +31,8 @@ from deerflow.agents.memory.backends.deermem.deermem.core.patterns import lazy_p
 if TYPE_CHECKING:
     import tiktoken
 
-    from deerflow.agents.memory.backends.deermem.deermem.core.token_cache import (
-        LineCounts,
-        TokenCache,
-    )
+    from deerflow.agents.memory.backends.deermem.deermem.core.token_cache import LineCounts
+    from deerflow.agents.memory.backends.deermem.deermem.engine import TokenStore
 
 __all__ = [
     "CL100K_PAT_STR",
@@ -156,7 +154,7 @@ class TokenCounter:
     def __init__(
         self,
         load_encoding: Callable[[], tiktoken.Encoding] = shared_cl100k_base,
-        cache: TokenCache | None = None,
+        cache: TokenStore | None = None,
     ) -> None:
         """Create an unloaded counter.
 

@@ -14,19 +14,15 @@ import contextlib
 import logging
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Final
 
 from deerflow.agents.memory.backends.deermem.deermem.config import DeerMemConfig
-from deerflow.agents.memory.backends.deermem.deermem.core.changes import (
-    ChangeSet,
-    CommitResult,
-    MemorySnapshot,
-)
+from deerflow.agents.memory.backends.deermem.deermem.core.changes import MemorySnapshot
 from deerflow.agents.memory.backends.deermem.deermem.core.paths import DEFAULT_USER
-from deerflow.agents.memory.backends.deermem.deermem.core.storage import MemoryStorage
+from deerflow.agents.memory.backends.deermem.deermem.engine import QueueSettings, WriteQueue
 from deerflow.agents.memory.backends.deermem.deermem.pipeline.apply import (
     Similarity,
     apply_extraction,
@@ -40,13 +36,14 @@ from deerflow.agents.memory.backends.deermem.deermem.pipeline.filtering import (
 )
 from deerflow.agents.memory.backends.deermem.deermem.pipeline.proposals import ExtractionError
 from deerflow.agents.memory.backends.deermem.deermem.pipeline.queue import (
-    DurableQueue,
     QueueFullError,
     QueueItem,
     QueueKey,
 )
 from deerflow.agents.memory.backends.deermem.deermem.pipeline.signals import SignalPatterns
-from deerflow.agents.memory.backends.deermem.deermem.usage import FactUsage, capacity_heat
+from deerflow.agents.memory.backends.deermem.deermem.records import RecordStore
+from deerflow.agents.memory.backends.deermem.deermem.usage import capacity_heat
+from deerflow.agents.memory.backends.deermem.deermem.views import RecordViews
 from deerflow.agents.memory.manager import MemoryCallbacks, MemoryConflictError, utc_now
 
 __all__ = ["MemoryWriter"]
@@ -66,19 +63,17 @@ class MemoryWriter:
     def __init__(
         self,
         config: DeerMemConfig,
-        storage: MemoryStorage,
+        store: RecordStore,
         *,
-        commit: Callable[[str, ChangeSet], CommitResult],
-        document: Callable[[MemorySnapshot], dict[str, Any]],
+        views: RecordViews,
         callbacks: MemoryCallbacks | None,
         hooks: Mapping[str, Any],
         similarity: Similarity | None = None,
     ) -> None:
         self._config = config
         self._similarity = similarity
-        self._storage = storage
-        self._commit = commit
-        self._document = document
+        self._store = store
+        self._views = views
         self._callbacks = callbacks
         self._keep_hidden = hooks.get("should_keep_hidden_message")
         self._trace = hooks.get("trace_context_manager")
@@ -87,7 +82,7 @@ class MemoryWriter:
         self._loaded_patterns: SignalPatterns | None = None
         self._model: Any = None
         self._model_lock = threading.Lock()
-        self._queue: DurableQueue | None = None
+        self._queue: WriteQueue | None = None
         self._queue_lock = threading.Lock()
 
     @property
@@ -155,17 +150,18 @@ class MemoryWriter:
             return False
 
     @property
-    def queue(self) -> DurableQueue:
-        """The durable queue, opened (and its leftovers scheduled) on first use."""
+    def queue(self) -> WriteQueue:
+        """The engine's durable queue, opened (and its leftovers scheduled) on first use."""
         with self._queue_lock:
             if self._queue is None:
-                self._queue = DurableQueue(
-                    Path(self._config.storage_path) / ".queue" / "pending.sqlite3",
-                    process=self._process,
-                    identity=lambda turn: Turn.from_dict(turn).identity(),
-                    debounce_seconds=self._config.debounce_seconds,
-                    max_wait_seconds=self._config.debounce_max_wait_seconds,
-                    max_depth=self._config.queue_max_depth,
+                self._queue = self._store.engine.open_queue(
+                    QueueSettings(
+                        process=self._process,
+                        identity=lambda turn: Turn.from_dict(turn).identity(),
+                        debounce_seconds=self._config.debounce_seconds,
+                        max_wait_seconds=self._config.debounce_max_wait_seconds,
+                        max_depth=self._config.queue_max_depth,
+                    )
                 )
             return self._queue
 
@@ -226,12 +222,12 @@ class MemoryWriter:
         signals = set(item.signals) | self._patterns.detect(
             turn.text for turn in turns if turn.role == "user"
         )
-        snapshot = self._storage.load(user_id, agent_name)
+        snapshot = self._store.load(user_id, agent_name)
         now = datetime.now(UTC)
         model = self._chat_model()
         extraction, metrics = extract(
             model,
-            self._document(snapshot),
+            self._views.document(snapshot),
             [{"role": turn.role, "text": turn.text} for turn in turns],
             signals=signals,
             stale_candidates=stale_candidates(snapshot, self._config, now),
@@ -243,11 +239,12 @@ class MemoryWriter:
             trace_id=item.trace_id,
             compact=use_compact_prompt(self._config.extraction_prompt, model),
         )
-        usage = FactUsage(Path(self._config.storage_path))
-        heat = capacity_heat(usage, self._config, snapshot.user_id, snapshot.bucket, now)
+        heat = capacity_heat(
+            self._store.engine.usage, self._config, snapshot.user_id, snapshot.bucket, now
+        )
         for attempt in range(MAX_APPLY_ATTEMPTS):
             # A conflict means another writer committed first: apply the same proposals anew.
-            snapshot = snapshot if attempt == 0 else self._storage.load(user_id, agent_name)
+            snapshot = snapshot if attempt == 0 else self._store.load(user_id, agent_name)
             outcome = apply_extraction(
                 snapshot,
                 extraction,
@@ -260,7 +257,7 @@ class MemoryWriter:
                 similarity=self._similarity,
             )
             try:
-                self._commit(user_id, outcome.changes)
+                self._store.commit(user_id, outcome.changes)
                 break
             except MemoryConflictError:
                 if attempt == MAX_APPLY_ATTEMPTS - 1:

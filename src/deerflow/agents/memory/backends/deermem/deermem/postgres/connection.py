@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING, Any, Final
 
 from deerflow.agents.memory.manager import MemoryManagerError
-from deerflow.redaction import redact_text
 
 if TYPE_CHECKING:
     from psycopg_pool import ConnectionPool
@@ -42,12 +41,12 @@ def open_pool(config: DeerMemConfig) -> ConnectionPool:
     url = config.database_url
     if url is None:
         raise ValueError("storage: postgres needs database_url")
-    shown = redact_text(url)
+    shown = _shown(url, psycopg)
     try:  # once on its own, for the server's own words (a refused password, no such database)
         psycopg.connect(url, connect_timeout=int(_CONNECT_TIMEOUT_S)).close()
     except psycopg.Error as exc:
         raise DatabaseUnavailableError(
-            f"database_url {shown}: cannot connect: {redact_text(str(exc).strip())}"
+            f"database_url {shown}: cannot connect: {str(exc).strip()}"
         ) from None
     pool = ConnectionPool(
         url,
@@ -67,3 +66,15 @@ def open_pool(config: DeerMemConfig) -> ConnectionPool:
             "password right?)"
         ) from None
     return pool
+
+
+def _shown(url: str, psycopg: Any) -> str:
+    """The database named by `url` without its credentials: user, host, port and name."""
+    try:
+        parts = psycopg.conninfo.conninfo_to_dict(url)
+    except psycopg.ProgrammingError as exc:
+        raise ValueError(f"database_url: not a PostgreSQL connection string: {exc}") from None
+    where = parts.get("host") or "localhost"
+    port = f":{parts['port']}" if parts.get("port") else ""
+    user = f"{parts['user']}@" if parts.get("user") else ""
+    return f"{user}{where}{port}/{parts.get('dbname') or ''}"
