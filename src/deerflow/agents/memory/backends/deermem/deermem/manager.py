@@ -8,22 +8,15 @@ in `MemoryWriter`, search and the index kept in step in `RecordStore`.
 
 from __future__ import annotations
 
-import json
-import operator
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar, Final, Self
+from typing import TYPE_CHECKING, Any, ClassVar, Self
 
 from pydantic import PrivateAttr
 
 from deerflow.agents.memory.backends.deermem.deermem.config import DeerMemConfig, parse_config
-from deerflow.agents.memory.backends.deermem.deermem.context import format_context
-from deerflow.agents.memory.backends.deermem.deermem.core.factfile import (
-    read_fact_file,
-    render_fact,
-)
 from deerflow.agents.memory.backends.deermem.deermem.core.paths import (
     DEFAULT_USER,
     bucket_name,
@@ -34,6 +27,7 @@ from deerflow.agents.memory.backends.deermem.deermem.core.tokens import TokenCou
 from deerflow.agents.memory.backends.deermem.deermem.edits import MemoryEdits
 from deerflow.agents.memory.backends.deermem.deermem.engine import MemoryEngine
 from deerflow.agents.memory.backends.deermem.deermem.engines import open_engine
+from deerflow.agents.memory.backends.deermem.deermem.injection import ContextInjector
 from deerflow.agents.memory.backends.deermem.deermem.records import RecordStore, agent_of
 from deerflow.agents.memory.backends.deermem.deermem.views import RecordViews
 from deerflow.agents.memory.manager import (
@@ -56,11 +50,6 @@ if TYPE_CHECKING:
 
 __all__ = ["DeerMemMemoryManager"]
 
-_FACT: Final = operator.attrgetter("fact")  # a context entry's fact, read in C
-CONTEXT_CACHE_SIZE: Final = 4096
-# What a cached context text was made from: the bucket's facts and the two summary parts.
-_ContextSource = tuple[Mapping[str, Any], Mapping[str, Any], Mapping[str, Any]]
-
 
 class DeerMemMemoryManager(MemoryManager):
     """Summaries and facts in a DeerMem engine (files by default), searched lexically and by
@@ -78,11 +67,7 @@ class DeerMemMemoryManager(MemoryManager):
     _hooks: dict[str, Any] = PrivateAttr(default_factory=dict)
     _built_writer: MemoryWriter | None = PrivateAttr(default=None)
     _writer_lock: threading.Lock = PrivateAttr(default_factory=threading.Lock)
-    # (user, bucket) → (source, text): the last injection text, reused while nothing changed.
-    _context_cache: dict[tuple[str, str], tuple[_ContextSource, str]] = PrivateAttr(
-        default_factory=dict
-    )
-    _cache_lock: threading.Lock = PrivateAttr(default_factory=threading.Lock)
+    _injector: ContextInjector = PrivateAttr()
 
     @classmethod
     def from_config(
@@ -116,6 +101,7 @@ class DeerMemMemoryManager(MemoryManager):
         self._store = RecordStore(engine, self._config, self._embedder)
         self._edits = MemoryEdits(self._store, self._config, self._views)
         self._tokens = TokenCounter(cache=engine.open_token_store())
+        self._injector = ContextInjector(self._store, self._config, self._views, self._tokens)
         self._hooks = hooks
 
     @property
@@ -203,8 +189,7 @@ class DeerMemMemoryManager(MemoryManager):
     def reload_memory(
         self, *, user_id: str | None = None, agent_name: str | None = None
     ) -> dict[str, Any]:
-        with self._cache_lock:
-            self._context_cache.clear()
+        self._injector.forget()
         return self._views.document(self._store.reload(user_id, agent_name))
 
     def get_context(
@@ -216,52 +201,7 @@ class DeerMemMemoryManager(MemoryManager):
         query: str | None = None,
     ) -> str:
         query = None if query is None else searchable_query(query)
-        snapshot = self._store.load(user_id, agent_name)
-        relevant = bool(query and query.strip() and self._config.retrieval_relevance_enabled)
-        key = (safe_user_id(snapshot.user_id), snapshot.bucket)
-        # The storage hands out the same objects while the files are unchanged, and new ones
-        # when they change, a hand edit that leaves the revision alone included.
-        source = (snapshot.facts, snapshot.summaries["user"], snapshot.summaries["history"])
-        if not relevant:
-            with self._cache_lock:
-                cached = self._context_cache.get(key)
-            if cached is not None and all(map(operator.is_, cached[0], source)):
-                return cached[1]
-        entries = self._views.by_confidence(snapshot)
-        if relevant:
-            from deerflow.agents.memory.backends.deermem.deermem.ranking import rank_for_query
-
-            similarities = self._store.similarities(snapshot, query or "")
-            entries = rank_for_query(
-                entries,
-                query or "",
-                text_of=lambda e: str(e.record["content"]),
-                confidence_of=lambda e: float(e.record["confidence"]),
-                relevance_weight=self._config.retrieval_relevance_weight,
-                diversity_weight=self._config.retrieval_diversity_weight,
-                similarity_of=(
-                    None
-                    if similarities is None
-                    else lambda e: similarities.get(e.record["id"], 0.0)
-                ),
-                semantic_weight=self._config.retrieval_semantic_weight,
-            )
-        text = format_context(
-            snapshot.summaries,
-            map(_FACT, entries),
-            max_tokens=self._config.max_injection_tokens,
-            guaranteed_categories=self._config.guaranteed_categories,
-            guaranteed_token_budget=self._config.guaranteed_token_budget,
-            include_facts=self.mode == "middleware",
-            count_tokens=self._tokens.count,
-        )
-        self._tokens.flush()  # lines counted now need no tokenizer in the next process
-        if not relevant:
-            with self._cache_lock:
-                if len(self._context_cache) >= CONTEXT_CACHE_SIZE:
-                    self._context_cache.clear()
-                self._context_cache[key] = (source, text)
-        return text
+        return self._injector.text(user_id, agent_name, query, facts=self.mode == "middleware")
 
     def search(
         self,
@@ -443,18 +383,10 @@ class DeerMemMemoryManager(MemoryManager):
 
         Returns the number of facts written. `import_markdown` reads the folder back.
         """
-        document = self.export_memory(user_id=user_id, agent_name=agent_name)
+        from deerflow.agents.memory.backends.deermem.deermem.markdown_export import write_export
+
         snapshot = self._store.load(user_id, agent_name)
-        destination.mkdir(parents=True, exist_ok=True)
-        summaries = {key: document[key] for key in ("version", "user", "history")}
-        (destination / "memory.json").write_text(
-            json.dumps(summaries, indent=2, ensure_ascii=False)
-        )
-        facts = destination / "facts"
-        facts.mkdir(exist_ok=True)
-        for fact_id, record in snapshot.facts.items():
-            (facts / f"{fact_id}.md").write_bytes(render_fact(dict(record)))
-        return len(snapshot.facts)
+        return write_export(self._views.document(snapshot), snapshot.facts, destination)
 
     def import_markdown(
         self,
@@ -469,26 +401,13 @@ class DeerMemMemoryManager(MemoryManager):
         Raises:
             ValueError: the folder is not an export, or a fact in it is invalid.
         """
-        manifest = source / "memory.json"
-        if not manifest.is_file():
-            raise ValueError("not a DeerMem Markdown export (no memory.json)")
-        try:
-            document = json.loads(manifest.read_text(encoding="utf-8"))
-        except (ValueError, RecursionError) as exc:
-            raise ValueError(f"memory.json: unreadable: {exc}") from None
-        # `export_markdown` writes a version; without one this is some other memory.json, and
-        # reading it as an export without facts would empty the bucket. (A zip of an export
-        # of no facts has no `facts` folder: zips keep files, not empty folders.)
-        if not isinstance(document, dict) or "version" not in document:
-            raise ValueError("not a DeerMem Markdown export (memory.json has no version)")
-        paths = sorted((source / "facts").glob("*.md"))
-        if odd := next((path for path in paths if not path.is_file()), None):
-            raise ValueError(f"facts/{odd.name}: not a fact file")
-        # The whole record, not the public dict: the front matter's unknown keys and the
-        # structured source come back too (the fact's scope and bookkeeping are set anew).
-        document["facts"] = [read_fact_file(path, shown=f"facts/{path.name}") for path in paths]
+        from deerflow.agents.memory.backends.deermem.deermem.markdown_export import read_export
+
         return self.import_memory(
-            document, user_id=user_id, agent_name=agent_name, expected_revision=expected_revision
+            read_export(source),
+            user_id=user_id,
+            agent_name=agent_name,
+            expected_revision=expected_revision,
         )
 
     def agent_names(self, *, user_id: str | None = None) -> list[str]:

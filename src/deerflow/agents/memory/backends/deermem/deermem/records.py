@@ -160,8 +160,8 @@ class RecordStore:
         with self._lock:
             if self._opened is not None:
                 self._opened.close()
-        self.engine.close()
         self.engine.storage.close()
+        self.engine.close()
 
     # -- internals -------------------------------------------------------------------------------
 
