@@ -438,11 +438,12 @@ class DeerMemMemoryManager(MemoryManager):
         ]
 
     def legacy_sources(self) -> list[str]:
-        """Files of the old single-file layout that `migrate` would move, relative to the root."""
-        from deerflow.agents.memory.backends.deermem.deermem.migrate import find_legacy
+        """Files of the old single-file layout that `migrate` would move, relative to the root.
 
-        storage = self._file_engine("migrate").files("migrate")
-        return [str(source.path.relative_to(storage.root)) for source in find_legacy(storage.root)]
+        Raises:
+            MemoryUnsupportedError: the memory is not in the files engine's own storage.
+        """
+        return self._file_engine("migrate").legacy_sources()
 
     def migrate(
         self, *, dry_run: bool = False, progress: Callable[[int], None] | None = None
@@ -451,12 +452,9 @@ class DeerMemMemoryManager(MemoryManager):
         `progress` is called with the number of users done after each one.
 
         Raises:
-            MemoryUnsupportedError: the memory is not in the file storage.
+            MemoryUnsupportedError: the memory is not in the files engine's own storage.
         """
-        from deerflow.agents.memory.backends.deermem.deermem.migrate import migrate
-
-        storage = self._file_engine("migrate").files("migrate")
-        return migrate(storage.root, storage, dry_run=dry_run, progress=progress).as_dict()
+        return self._file_engine("migrate").migrate(dry_run=dry_run, progress=progress)
 
     def _file_engine(self, operation: str) -> FileEngine:
         from deerflow.agents.memory.backends.deermem.deermem.core.file_engine import FileEngine

@@ -9,7 +9,7 @@ usage sidecar per bucket.
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -88,6 +88,22 @@ class FileEngine(MemoryEngine):
 
     def restore_user(self, dump: UserDump) -> None:
         raise MemoryUnsupportedError(type(self).__name__, "restore_user")
+
+    def legacy_sources(self) -> list[str]:
+        """Files of the old single-file layout that `migrate` would move, relative to the root."""
+        from deerflow.agents.memory.backends.deermem.deermem.migrate import find_legacy
+
+        root = self.files("migrate").root
+        return [str(source.path.relative_to(root)) for source in find_legacy(root)]
+
+    def migrate(
+        self, *, dry_run: bool = False, progress: Callable[[int], None] | None = None
+    ) -> dict[str, Any]:
+        """Migrate every user's old single-file memory; the report per user."""
+        from deerflow.agents.memory.backends.deermem.deermem.migrate import migrate
+
+        storage = self.files("migrate")
+        return migrate(storage.root, storage, dry_run=dry_run, progress=progress).as_dict()
 
     def files(self, operation: str) -> FileMemoryStorage:
         """The file storage, for what only it can do (migration, listing users).
