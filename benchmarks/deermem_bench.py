@@ -1007,9 +1007,7 @@ def copy_index(root: Path, destination: Path) -> Path:
 
 def extra_facts(plan: Plan, manager: DeerMemMemoryManager) -> list[IndexedFact]:
     """Facts new to the probe user (no normalised duplicate of what it holds)."""
-    held = {
-        normalized(f["content"]) for f in manager.storage.load(PROBE_USER, None).facts.values()
-    }
+    held = {normalized(f["content"]) for f in manager.storage.load(PROBE_USER, None).facts.values()}
     fresh = unique_facts(random.Random("updates"), plan.update_samples * 2, first_id=77 * 10**9)
     return [f for f in fresh if normalized(f.content) not in held][: plan.update_samples]
 

