@@ -51,15 +51,20 @@ format: env
 
 # `make bench` measures DeerMem (benchmarks/deermem_bench.py, about 3 minutes on 2 cores) and
 # writes benchmarks/results/deermem.{json,png,md}, then the HTTP gateway under 100 concurrent
-# clients (benchmarks/gateway_bench.py, about a minute): benchmarks/results/gateway.{json,png,md}.
-# Their extra packages live in the `bench` group.
+# clients (benchmarks/gateway_bench.py, about a minute): benchmarks/results/gateway.{json,png,md},
+# then the files and PostgreSQL engines side by side (benchmarks/engines_bench.py, an embedded
+# PostgreSQL started for the run): benchmarks/results/engines.{json,png,md}.
+# Their extra packages live in the `bench` group and the `postgres` extra.
 .PHONY: bench
 bench:
 	@$(UV) --version >/dev/null 2>&1 || python3 -m pip install --quiet uv
-	$(UV) sync --locked --group bench
+	$(UV) sync --locked --inexact $(TEST_EXTRAS) --group bench
 	$(UV_RUN) --group bench python -m benchmarks.deermem_bench \
 		--json benchmarks/results/deermem.json --png benchmarks/results/deermem.png \
 		--markdown benchmarks/results/deermem.md
 	$(UV_RUN) --group bench python -m benchmarks.gateway_bench \
 		--json benchmarks/results/gateway.json --png benchmarks/results/gateway.png \
 		--markdown benchmarks/results/gateway.md
+	$(UV_RUN) --group bench python -m benchmarks.engines_bench \
+		--json benchmarks/results/engines.json --png benchmarks/results/engines.png \
+		--markdown benchmarks/results/engines.md
