@@ -739,7 +739,7 @@ def _json(item_id: int, text: str, column: str) -> Any:
     try:
         return json.loads(text)
     except json.JSONDecodeError as exc:
-        raise _BrokenItem(item_id, f"{column} is not JSON ({exc})") from None
+        raise _BrokenItem(item_id, f"column {column} is not JSON ({exc})") from None
 
 
 def _chunk_turns(
