@@ -7,7 +7,11 @@ python -m tests.postgres.queue_child commit-then-die URL SCHEMA RECORD
     puts one urgent item; `process` records it in RECORD (standing for the extraction's
     commit) and then kills its own process with SIGKILL, before the queue finishes the item.
 
-Both use a one-second lease, so that another queue takes the item a second after the death.
+python -m tests.postgres.queue_child drain URL SCHEMA RECORD
+    prints "ready" and runs a worker that processes every item (10 ms of work, then a line in
+    RECORD standing for the extraction's commit), until killed.
+
+All use a one-second lease, so that another queue takes the item a second after the death.
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ import signal
 import sys
 import tempfile
 import threading
+import time
 from pathlib import Path
 
 from deerflow.agents.memory.backends.deermem.deermem.config import parse_config
@@ -41,6 +46,10 @@ def main(command: str, url: str, schema: str, record: Path) -> None:
     record_item = recorder(record)
 
     def process(item: QueueItem) -> None:
+        if command == "drain":
+            time.sleep(0.01)
+            record_item(item)
+            return
         record_item(item)
         if command == "commit-then-die":
             os.kill(os.getpid(), signal.SIGKILL)
@@ -55,7 +64,10 @@ def main(command: str, url: str, schema: str, record: Path) -> None:
         max_depth=0,
     )
     queue = PostgresQueue(open_pool(config), settings, lease_seconds=LEASE_S)
-    queue.put_now(QueueKey(command, "crash"), conversation(2), signals=["goal"])
+    if command == "drain":
+        print("ready", flush=True)
+    else:
+        queue.put_now(QueueKey(command, "crash"), conversation(2), signals=["goal"])
     threading.Event().wait()
 
 

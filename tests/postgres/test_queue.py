@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 import os
+import random
 import signal
 import subprocess
 import sys
@@ -39,6 +40,7 @@ ENV = {**os.environ, "PYTHONPATH": str(REPO)}
 KEY = QueueKey("t1", "alice")
 OTHER = QueueKey("t2", "alice")
 LEASE_S = 1.0
+LONG = os.environ.get("DEERFLOW_LONG_TESTS") == "1"
 
 MakeQueue = Callable[..., PostgresQueue]
 
@@ -702,6 +704,36 @@ def test_a_replica_killed_after_processing_committed_has_it_processed_again_once
     assert again.first_enqueued_at == left.first_enqueued_at
     assert queue.pending() == []
     assert recorded(record) == ["commit-then-die"]
+
+
+@pytest.mark.parametrize("round_", range(10 if LONG else 1))
+def test_replicas_killed_at_random_lose_no_item_and_repeat_only_the_one_they_held(
+    tmp_path: Path, config: DeerMemConfig, make_queue: MakeQueue, recorder: Recorder, round_: int
+) -> None:
+    rng = random.Random(round_)
+    queue = make_queue(debounce_seconds=0.0, lease_seconds=LEASE_S)
+    threads = [f"k{n}" for n in range(40)]
+    for thread in threads:
+        queue.put(QueueKey(thread, "crash"), conversation(2))
+    records = [tmp_path / "victim.txt", tmp_path / "survivor.txt"]
+    victim, survivor = (child("drain", config, record) for record in records)
+    for worker in (victim, survivor):
+        assert worker.stdout is not None
+        assert worker.stdout.readline() == "ready\n"
+    time.sleep(rng.uniform(0.05, 0.3))
+    victim.send_signal(signal.SIGKILL)
+    victim.wait()
+    assert queue.flush(30)  # beside the survivor, once the victim's lease has run out
+    survivor.terminate()
+    survivor.wait()
+    by_victim, by_survivor = (recorded(record) for record in records)
+    processed = by_victim + by_survivor + recorder.threads()
+    assert sorted(set(processed)) == sorted(threads)
+    assert by_victim, "the victim died while working"
+    # Only the item the victim was finishing when it died may run twice (at least once).
+    repeated = sorted(thread for thread in threads if processed.count(thread) > 1)
+    assert repeated in ([], by_victim[-1:])
+    assert len(processed) == len(threads) + len(repeated)
 
 
 # -- bad input and broken rows -----------------------------------------------------------------
