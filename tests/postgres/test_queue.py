@@ -29,14 +29,19 @@ from deerflow.agents.memory.backends.deermem.deermem.pipeline.queue import (
 from deerflow.agents.memory.backends.deermem.deermem.postgres.queue import PostgresQueue
 from deerflow.agents.memory.manager import MemoryCorruptionError
 from tests.deermem.queue_child import conversation
-from tests.deermem.test_queue import Recorder, four_turns_in_process, settle
+from tests.deermem.test_queue import (
+    ENV,
+    KEY,
+    OTHER,
+    REPO,
+    Recorder,
+    four_turns_in_process,
+    recorded,
+    settle,
+)
 from tests.postgres.queue_kind import PostgresQueues
 from tests.postgres_server import postgres_backend_config
 
-REPO = Path(__file__).resolve().parents[2]
-ENV = {**os.environ, "PYTHONPATH": str(REPO)}
-KEY = QueueKey("t1", "alice")
-OTHER = QueueKey("t2", "alice")
 LEASE_S = 1.0
 LONG = os.environ.get("DEERFLOW_LONG_TESTS") == "1"
 
@@ -236,13 +241,6 @@ def child(command: str, config: DeerMemConfig, record: Path) -> subprocess.Popen
         cwd=REPO,
         env=ENV,
     )
-
-
-def recorded(record: Path) -> list[str]:
-    """The thread ids in a child's record file, in order."""
-    if not record.exists():
-        return []
-    return [line.split()[1] for line in record.read_text().splitlines()]
 
 
 def test_a_replica_killed_during_processing_leaves_its_item_to_another_after_the_lease(
