@@ -7,7 +7,9 @@ while the item is processed keeps its newer turns, trimmed by the watermark the 
 sets); `put_now` items are due at once, whole, beside the normal item; an item is due
 `debounce_seconds` after its last put but no later than `max_wait_seconds` after its first; a
 failed extraction is due again after `retry_delay`; only the `watermark_max_keys` most recently
-advanced watermarks are kept; `max_depth` refuses new keys without signals (`QueueFullError`).
+advanced watermarks are kept (65,536 by default here, against 4,096 per host: a shared queue
+serves more threads, and a forgotten watermark costs a whole conversation's extraction);
+`max_depth` refuses new keys without signals (`QueueFullError`).
 What differs is who shares it: any number of processes on any number of hosts.
 
 Clock. Every time (puts, due times, leases) is the database's `now()`, the start of the
@@ -142,7 +144,7 @@ class PostgresQueue:
         *,
         lease_seconds: float = 600.0,
         poll_seconds: float = 1.0,
-        watermark_max_keys: int = 4096,
+        watermark_max_keys: int = 65536,
         start: bool = True,
     ) -> None:
         """Migrate the queue's tables in the pool's schema; with `start`, run the worker.
@@ -155,7 +157,8 @@ class PostgresQueue:
             lease_seconds: how long a claim holds without renewal: a crashed replica's item is
                 taken by another one this long after its last renewal.
             poll_seconds: how often an idle worker looks for items other replicas put.
-            watermark_max_keys: how many keys keep a watermark (0: all).
+            watermark_max_keys: how many keys keep a watermark (0: all); trimmed every
+                1/1024th of it advances, so each queue object may exceed it by that much.
             start: run the worker; without it, only `run_due` and `flush` process items.
 
         Raises:
@@ -175,6 +178,10 @@ class PostgresQueue:
         self._lease = lease_seconds
         self._poll = poll_seconds
         self._max_marks = watermark_max_keys
+        # Trimming reads `watermark_max_keys` index entries: often enough to overshoot the
+        # cap by a thousandth, rarely enough to cost a finish little (docs/decisions.md).
+        self._trim_every = max(1, watermark_max_keys // 1024)
+        self._advances = 0
         self._instance = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex}"
         self._busy = threading.Lock()  # one `process` call at a time per queue object
         self._wake = threading.Condition()
@@ -620,7 +627,8 @@ class PostgresQueue:
             " DO UPDATE SET mark = excluded.mark, used_at = excluded.used_at",
             (_key_text(key), key.user_id, key.agent_name, mark),
         )
-        if not self._max_marks:
+        self._advances += 1
+        if not self._max_marks or self._advances % self._trim_every:
             return
         # One replica at a time trims (another one finishing meanwhile leaves it to the next
         # finish): two deleting the same rows in different orders could deadlock.
