@@ -342,6 +342,22 @@ def test_what_cannot_be_queued_is_refused_and_nothing_is_written(
 
 
 @pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"debounce_seconds": -1}, "must not be negative"),
+        ({"watermark_max_keys": -1}, "must not be negative"),
+        ({"lease_seconds": 0}, "must be positive"),
+        ({"poll_seconds": -0.5}, "must be positive"),
+    ],
+)
+def test_bad_queue_settings_are_refused(
+    make_queue: MakeQueue, options: dict[str, float], message: str
+) -> None:
+    with pytest.raises(ValueError, match=message):
+        make_queue(**options)
+
+
+@pytest.mark.parametrize(
     ("column", "value", "message"),
     [
         ("queue_chunks.turns", "not json", "column turns is not JSON"),

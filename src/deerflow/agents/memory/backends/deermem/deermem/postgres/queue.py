@@ -28,13 +28,14 @@ the turns a replacing `put` (seen by its `generation`) or an `extend` added mean
 that touch a key's turns or watermark (put, extend, finishing a normal item) take a transaction
 advisory lock on the key first, so they apply in some order, as on SQLite's single writer. An
 idle worker looks for due items every `poll_seconds`; a put on this object that is due sooner
-wakes it at once.
+wakes it at once. `flush` drains the whole shared queue, not only this object's puts.
 
 Delivery is at least once, with deduplication by the apply step. `process` is called once per
 due item across all replicas, except when the replica calling it dies (or loses the database
 for a whole lease) after `process` committed its result and before the queue's finishing
 transaction: the item is then processed again, by whichever replica claims it once the lease
-has expired, with the same turns, signals and first put time. Exactly once would need the
+has expired, with the same turns, signals and first put time. (A replica dying before that
+commit merely leaves the item to another one.) Exactly once would need the
 extraction's commit and the queue's in one transaction, which the engine seam does not offer
 (the storage is a part of its own); instead the write pipeline's apply step merges an exact
 repeat into the fact already stored, so a repeated extraction adds no fact.
@@ -165,8 +166,13 @@ class PostgresQueue:
             ValueError: a negative setting, or a lease or poll interval that is not positive.
             MemoryCorruptionError: the schema holds a newer version of the queue's tables.
         """
-        numbers = (settings.debounce_seconds, settings.max_wait_seconds, settings.max_depth)
-        if min(*numbers, watermark_max_keys) < 0:
+        numbers = {
+            "debounce_seconds": settings.debounce_seconds,
+            "max_wait_seconds": settings.max_wait_seconds,
+            "max_depth": settings.max_depth,
+            "watermark_max_keys": watermark_max_keys,
+        }
+        if min(numbers.values()) < 0:
             raise ValueError(f"queue settings must not be negative, got {numbers}")
         if not (lease_seconds > 0 and poll_seconds > 0):
             raise ValueError(
