@@ -49,7 +49,6 @@ other items, leaving the row for an operator.
 from __future__ import annotations
 
 import hashlib
-import json
 import logging
 import math
 import os
@@ -69,8 +68,19 @@ from deerflow.agents.memory.backends.deermem.deermem.pipeline.queue import (
     retry_delay,
     turns_after,
 )
+from deerflow.agents.memory.backends.deermem.deermem.postgres.queue_rows import (
+    ITEM_SQL,
+    BrokenItemError,
+    append_chunk,
+    check_put,
+    checked_signals,
+    item_turns,
+    key_text,
+    last_turn,
+    one_row,
+    read_item,
+)
 from deerflow.agents.memory.backends.deermem.deermem.postgres.schema import migrate
-from deerflow.agents.memory.manager import MemoryCorruptionError
 
 if TYPE_CHECKING:
     from psycopg import Connection
@@ -110,11 +120,6 @@ MIGRATIONS: Final[tuple[tuple[str, ...], ...]] = (
 )
 """Schema versions of the queue's tables (part "queue" of `schema_versions`)."""
 
-_ITEM_SQL: Final = (
-    "SELECT id, generation, key, urgent, signals, trace_id, attempts,"
-    " extract(epoch FROM first_at)::float8, extract(epoch FROM last_at)::float8,"
-    " extract(epoch FROM due_at)::float8 FROM queue_items"
-)
 _FREE: Final = "(claimed_by IS NULL OR claimed_until < now())"
 _SECONDS: Final = "%s * interval '1 second'"
 
@@ -125,14 +130,6 @@ class _Claim:
     generation: int
     last_seq: int  # the highest chunk handed to `process`
     item: QueueItem
-
-
-class _BrokenItem(MemoryCorruptionError):
-    """An item whose row cannot be read; `row_id` says which."""
-
-    def __init__(self, row_id: int, message: str) -> None:
-        super().__init__(f"write queue item {row_id}: {message}; fix or delete the row")
-        self.row_id = row_id
 
 
 class PostgresQueue:
@@ -220,12 +217,12 @@ class PostgresQueue:
             ValueError: a key, turn, signal or trace id that cannot be queued.
             QueueFullError: `key` has no pending item, `signals` is empty and the queue is full.
         """
-        wanted = _checked_signals(signals)
-        _check(key, turns, trace_id)
+        wanted = checked_signals(signals)
+        check_put(key, turns, trace_id)
         with self._transaction() as conn:
             self._lock_key(conn, key)
             mark = conn.execute(
-                "SELECT mark FROM queue_watermarks WHERE key = %s", (_key_text(key),)
+                "SELECT mark FROM queue_watermarks WHERE key = %s", (key_text(key),)
             ).fetchone()
             fresh = turns_after(turns, None if mark is None else mark[0], self._settings.identity)
             wait = self._enqueue(conn, key, fresh, wanted, trace_id, replace=True)
@@ -246,7 +243,7 @@ class PostgresQueue:
             ValueError: a key, turn or trace id that cannot be queued.
             QueueFullError: `key` has no pending item and the queue is full.
         """
-        _check(key, turns, trace_id)
+        check_put(key, turns, trace_id)
         with self._transaction() as conn:
             self._lock_key(conn, key)
             if self._cursor(conn, key) != after:
@@ -273,11 +270,11 @@ class PostgresQueue:
         Raises:
             ValueError: a key, turn, signal or trace id that cannot be queued.
         """
-        wanted = _checked_signals(signals)
-        _check(key, turns, trace_id)
+        wanted = checked_signals(signals)
+        check_put(key, turns, trace_id)
         with self._transaction() as conn:
             item_id = self._insert(conn, key, wanted, trace_id, urgent=True)
-            _append(conn, item_id, turns)
+            append_chunk(conn, item_id, turns)
         self._poke()
 
     # -- reading and dropping ----------------------------------------------------------------
@@ -289,8 +286,8 @@ class PostgresQueue:
             MemoryCorruptionError: a row cannot be read.
         """
         with self._transaction() as conn:
-            rows = conn.execute(f"{_ITEM_SQL} ORDER BY due_at, id").fetchall()
-            return [_item(conn, row)[0] for row in rows]
+            rows = conn.execute(f"{ITEM_SQL} ORDER BY due_at, id").fetchall()
+            return [read_item(conn, row)[0] for row in rows]
 
     def cancel_pending(
         self, *, user_id: str, agent_name: str | None = None, all_agents: bool = False
@@ -322,7 +319,7 @@ class PostgresQueue:
             with self._busy:
                 try:
                     claim = self._claim(due_only=True, skip=self._broken)
-                except _BrokenItem as exc:
+                except BrokenItemError as exc:
                     logger.error("memory write queue %s: %s", self._schema, exc)
                     self._broken.add(exc.row_id)
                     continue
@@ -380,7 +377,7 @@ class PostgresQueue:
 
     def _lock_key(self, conn: Connection[tuple[Any, ...]], key: QueueKey) -> None:
         """Serialise this transaction with every other one writing the turns of `key`."""
-        conn.execute("SELECT pg_advisory_xact_lock(%s)", (self._lock_id(_key_text(key)),))
+        conn.execute("SELECT pg_advisory_xact_lock(%s)", (self._lock_id(key_text(key)),))
 
     def _lock_id(self, name: str) -> int:
         """The advisory lock number of `name` in this schema (locks span the database)."""
@@ -403,7 +400,7 @@ class PostgresQueue:
         settings = self._settings
         row = conn.execute(
             "SELECT id, signals FROM queue_items WHERE key = %s AND NOT urgent FOR UPDATE",
-            (_key_text(key),),
+            (key_text(key),),
         ).fetchone()
         if row is None:
             if not turns:
@@ -413,7 +410,7 @@ class PostgresQueue:
             wait = min(settings.debounce_seconds, settings.max_wait_seconds)
         else:
             item_id, known = row
-            (wait,) = _one(
+            (wait,) = one_row(
                 conn,
                 "UPDATE queue_items SET signals = %s, trace_id = coalesce(%s, trace_id),"
                 f" last_at = now(), due_at = least(now() + {_SECONDS}, first_at + {_SECONDS}),"
@@ -430,7 +427,7 @@ class PostgresQueue:
             )
             if replace:
                 conn.execute("DELETE FROM queue_chunks WHERE item_id = %s", (item_id,))
-        _append(conn, item_id, turns)
+        append_chunk(conn, item_id, turns)
         return float(wait)
 
     def _insert(
@@ -446,13 +443,13 @@ class PostgresQueue:
         delay = (
             0.0 if urgent else min(self._settings.debounce_seconds, self._settings.max_wait_seconds)
         )
-        (item_id,) = _one(
+        (item_id,) = one_row(
             conn,
             "INSERT INTO queue_items (key, user_id, agent_name, urgent, signals, trace_id,"
             f" first_at, last_at, due_at) VALUES (%s, %s, %s, %s, %s, %s, now(), now(),"
             f" now() + {_SECONDS}) RETURNING id",
             (
-                _key_text(key),
+                key_text(key),
                 key.user_id,
                 key.agent_name,
                 urgent,
@@ -473,7 +470,7 @@ class PostgresQueue:
         if max_depth and not signals:
             # `key` is JSON, so the name "admission" is no key's.
             conn.execute("SELECT pg_advisory_xact_lock(%s)", (self._lock_id("admission"),))
-            (depth,) = _one(conn, "SELECT count(*) FROM queue_items", ())
+            (depth,) = one_row(conn, "SELECT count(*) FROM queue_items", ())
             if depth >= max_depth:
                 raise QueueFullError(
                     f"memory write queue (schema {self._schema}) holds {depth} items"
@@ -481,17 +478,15 @@ class PostgresQueue:
                 )
 
     def _cursor(self, conn: Connection[tuple[Any, ...]], key: QueueKey) -> str | None:
-        key_text = _key_text(key)
+        text = key_text(key)
         last = conn.execute(
             "SELECT c.item_id, c.last_turn FROM queue_items AS i JOIN queue_chunks AS c"
             " ON c.item_id = i.id WHERE i.key = %s AND NOT i.urgent ORDER BY c.seq DESC LIMIT 1",
-            (key_text,),
+            (text,),
         ).fetchone()
         if last is not None:
-            return self._settings.identity(_turn(last[0], last[1]))
-        mark = conn.execute(
-            "SELECT mark FROM queue_watermarks WHERE key = %s", (key_text,)
-        ).fetchone()
+            return self._settings.identity(last_turn(last[0], last[1]))
+        mark = conn.execute("SELECT mark FROM queue_watermarks WHERE key = %s", (text,)).fetchone()
         return None if mark is None else str(mark[0])
 
     def _poke_if_due(self, wait: float | None) -> None:
@@ -510,13 +505,13 @@ class PostgresQueue:
         with self._transaction() as conn:
             while True:
                 row = conn.execute(
-                    f"{_ITEM_SQL} WHERE {due}{_FREE} AND NOT (id = ANY(%s))"
+                    f"{ITEM_SQL} WHERE {due}{_FREE} AND NOT (id = ANY(%s))"
                     " ORDER BY due_at, id LIMIT 1 FOR UPDATE SKIP LOCKED",
                     (sorted(skip),),
                 ).fetchone()
                 if row is None:
                     return None
-                item, last_seq = _item(conn, row)
+                item, last_seq = read_item(conn, row)
                 if item.turns:
                     break
                 logger.debug("memory write queue: nothing new for %s, dropped", item.key)
@@ -620,25 +615,25 @@ class PostgresQueue:
 
     def _trim(self, conn: Connection[tuple[Any, ...]], item_id: int, mark: str) -> None:
         """Keep only the turns of an item after the watermark `mark`, as one chunk."""
-        turns = _chunk_turns(conn, item_id)[0]
+        turns = item_turns(conn, item_id)[0]
         kept = turns_after(turns, mark, self._settings.identity)
         if len(kept) < len(turns):
             conn.execute("DELETE FROM queue_chunks WHERE item_id = %s", (item_id,))
-            _append(conn, item_id, kept)
+            append_chunk(conn, item_id, kept)
 
     def _advance(self, conn: Connection[tuple[Any, ...]], key: QueueKey, mark: str) -> None:
         conn.execute(
             "INSERT INTO queue_watermarks (key, user_id, agent_name, mark, used_at)"
             " VALUES (%s, %s, %s, %s, now()) ON CONFLICT (key)"
             " DO UPDATE SET mark = excluded.mark, used_at = excluded.used_at",
-            (_key_text(key), key.user_id, key.agent_name, mark),
+            (key_text(key), key.user_id, key.agent_name, mark),
         )
         self._advances += 1
         if not self._max_marks or self._advances % self._trim_every:
             return
         # One replica at a time trims (another one finishing meanwhile leaves it to the next
         # finish): two deleting the same rows in different orders could deadlock.
-        (trimming,) = _one(
+        (trimming,) = one_row(
             conn, "SELECT pg_try_advisory_xact_lock(%s)", (self._lock_id("watermarks"),)
         )
         if trimming:
@@ -670,7 +665,7 @@ class PostgresQueue:
     def _next_due(self) -> float:
         """Seconds until the first item nobody holds (and not known broken) is due."""
         with self._transaction() as conn:
-            (wait,) = _one(
+            (wait,) = one_row(
                 conn,
                 "SELECT extract(epoch FROM min(due_at) - now())::float8 FROM queue_items"
                 f" WHERE {_FREE} AND NOT (id = ANY(%s))",
@@ -681,113 +676,5 @@ class PostgresQueue:
 
 def _first_schema(conn: Connection[tuple[Any, ...]]) -> str:
     """The schema the pool's connections write to: the first of their `search_path`."""
-    (path,) = _one(conn, "SHOW search_path", ())
+    (path,) = one_row(conn, "SHOW search_path", ())
     return str(path).split(",")[0].strip().strip('"')
-
-
-def _one(conn: Connection[tuple[Any, ...]], query: str, params: tuple[Any, ...]) -> tuple[Any, ...]:
-    row = conn.execute(query, params).fetchone()
-    assert row is not None, "an aggregate or RETURNING gives one row"
-    return row
-
-
-def _key_text(key: QueueKey) -> str:
-    return json.dumps(list(key), ensure_ascii=False)
-
-
-def _check(key: QueueKey, turns: list[dict[str, Any]], trace_id: str | None) -> None:
-    """Refuse what PostgreSQL cannot store or a worker could not read back."""
-    thread_id, user_id, agent_name = key
-    named = {"thread_id": thread_id, "user_id": user_id, "agent_name": agent_name}
-    for name, value in {**named, "trace_id": trace_id}.items():
-        if not (isinstance(value, str) or (value is None and name in {"agent_name", "trace_id"})):
-            raise ValueError(f"queue {name} must be a string, got {type(value).__name__}")
-        if value is not None and "\x00" in value:
-            raise ValueError(f"queue {name} must not contain NUL characters")
-    if not isinstance(turns, list) or not all(isinstance(turn, dict) for turn in turns):
-        raise ValueError("queue turns must be a list of JSON objects")
-
-
-def _checked_signals(signals: Iterable[str]) -> set[str]:
-    wanted = set(signals)
-    for signal in wanted:
-        if not isinstance(signal, str) or "\x00" in signal:
-            raise ValueError(f"queue signals must be strings without NUL, got {signal!r}")
-    return wanted
-
-
-def _append(conn: Connection[tuple[Any, ...]], item_id: int, turns: list[dict[str, Any]]) -> None:
-    """Store `turns` as the item's newest chunk (none when there are no turns).
-
-    Raises:
-        ValueError: a turn that is not JSON (e.g. holds bytes or a non-finite number).
-    """
-    if turns:
-        try:
-            text = json.dumps(turns, ensure_ascii=False, allow_nan=False)
-        except (TypeError, ValueError) as exc:
-            raise ValueError(f"queue turns must be JSON: {exc}") from None
-        conn.execute(
-            "INSERT INTO queue_chunks (item_id, turns, last_turn) VALUES (%s, %s, %s)",
-            (item_id, text, json.dumps(turns[-1], ensure_ascii=False, allow_nan=False)),
-        )
-
-
-def _turns(item_id: int, text: str) -> list[dict[str, Any]]:
-    """A chunk's turns, checked."""
-    turns = _json(item_id, text, "turns")
-    if not isinstance(turns, list) or not all(isinstance(turn, dict) for turn in turns):
-        raise _BrokenItem(item_id, "turns are not a JSON list of objects")
-    return turns
-
-
-def _turn(item_id: int, text: str) -> dict[str, Any]:
-    """A chunk's last turn, checked."""
-    turn = _json(item_id, text, "last_turn")
-    if not isinstance(turn, dict):
-        raise _BrokenItem(item_id, "last_turn is not a JSON object")
-    return turn
-
-
-def _json(item_id: int, text: str, column: str) -> Any:
-    try:
-        return json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise _BrokenItem(item_id, f"column {column} is not JSON ({exc})") from None
-
-
-def _chunk_turns(
-    conn: Connection[tuple[Any, ...]], item_id: int
-) -> tuple[list[dict[str, Any]], int]:
-    """The turns of an item's chunks in order, and the `seq` of its last chunk (0: none)."""
-    chunks = conn.execute(
-        "SELECT seq, turns FROM queue_chunks WHERE item_id = %s ORDER BY seq", (item_id,)
-    ).fetchall()
-    turns = [turn for _, text in chunks for turn in _turns(item_id, text)]
-    return turns, int(chunks[-1][0]) if chunks else 0
-
-
-def _item(conn: Connection[tuple[Any, ...]], row: tuple[Any, ...]) -> tuple[QueueItem, int]:
-    """A row of `_ITEM_SQL` as an item with its chunks' turns; also its last chunk's `seq`."""
-    item_id, _, key_text, urgent, signals, trace_id, attempts, first, last, due = row
-    parts = _json(item_id, key_text, "key")
-    if not (
-        isinstance(parts, list)
-        and len(parts) == 3
-        and all(isinstance(part, str) for part in parts[:2])
-        and (parts[2] is None or isinstance(parts[2], str))
-    ):
-        raise _BrokenItem(item_id, f"key {key_text!r} is not a [thread, user, agent] list")
-    turns, last_seq = _chunk_turns(conn, item_id)
-    item = QueueItem(
-        key=QueueKey(*parts),
-        turns=turns,
-        signals=sorted(signals),
-        trace_id=trace_id,
-        urgent=urgent,
-        attempts=attempts,
-        first_enqueued_at=first,
-        last_enqueued_at=last,
-        due_at=due,
-    )
-    return item, last_seq
