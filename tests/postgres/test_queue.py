@@ -210,6 +210,32 @@ def test_a_put_on_one_replica_while_another_processes_the_key_keeps_the_newer_tu
     assert busy.pending() == []
 
 
+def test_replicas_extending_one_thread_at_once_queue_each_turn_once(
+    make_queue: MakeQueue, open_pools: Callable[[], ConnectionPool]
+) -> None:
+    """Two replicas receive the same new turn of a thread: one appends it, the other is told
+    that the cursor moved (and would put the whole conversation, which replaces)."""
+    replicas = [make_queue(on=open_pools()) for _ in range(2)]
+    thread = conversation(41)
+    replicas[0].put(KEY, thread[:1])
+    both = threading.Barrier(2)
+    appended: list[list[bool]] = [[], []]
+
+    def add(r: int) -> None:
+        for n in range(1, 41):
+            both.wait()
+            appended[r].append(replicas[r].extend(KEY, [thread[n]], after=f"m{n - 1}"))
+
+    workers = [threading.Thread(target=add, args=(r,)) for r in range(2)]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join()
+    assert [a + b for a, b in zip(*appended, strict=True)] == [1] * 40
+    (item,) = replicas[1].pending()
+    assert item.turns == thread
+
+
 def test_a_live_replica_keeps_its_item_past_the_lease_by_renewing_it(
     make_queue: MakeQueue, open_pools: Callable[[], ConnectionPool], recorder: Recorder
 ) -> None:
