@@ -1,4 +1,9 @@
-"""The durable write queue: debounce, watermark, urgent items, back-pressure, crashes, processes."""
+"""The durable write queue: debounce, watermark, urgent items, back-pressure, crashes, processes.
+
+The behaviours of the public API run on both kinds of queue (`queues`: SQLite and PostgreSQL);
+what is SQLite's own (its journal file, checkpoints, instance files) uses `make_queue`. The
+PostgreSQL queue's replicas are in tests/postgres/test_queue.py.
+"""
 
 from __future__ import annotations
 
@@ -20,6 +25,7 @@ from typing import Any
 
 import pytest
 
+from deerflow.agents.memory.backends.deermem.deermem.config import parse_config
 from deerflow.agents.memory.backends.deermem.deermem.core.sqlite import apply_migrations
 from deerflow.agents.memory.backends.deermem.deermem.pipeline.queue import (
     MIGRATIONS,
@@ -28,8 +34,11 @@ from deerflow.agents.memory.backends.deermem.deermem.pipeline.queue import (
     QueueItem,
     QueueKey,
 )
+from deerflow.agents.memory.backends.deermem.deermem.postgres.queue import PostgresQueue
 from deerflow.agents.memory.manager import MemoryCorruptionError, MemoryManagerError
 from tests.deermem.queue_child import conversation, identity
+from tests.postgres.queue_kind import PostgresQueues
+from tests.postgres_server import postgres_backend_config
 
 REPO = Path(__file__).resolve().parents[2]
 ENV = {**os.environ, "PYTHONPATH": str(REPO)}
@@ -75,7 +84,42 @@ class Recorder:
 MakeQueue = Callable[..., DurableQueue]
 
 
-def settle(queue: DurableQueue, count: int) -> None:
+class SqliteQueues:
+    """`DurableQueue`s on one journal: by default the fake clock and no worker; with a worker
+    (`start=True`), the wall clock."""
+
+    def __init__(self, journal: Path, process: Recorder, clock: FakeClock) -> None:
+        self.journal = journal
+        self.clock = clock
+        self._process = process
+        self._queues: list[DurableQueue] = []
+
+    def make(self, *, start: bool = False, **options: Any) -> DurableQueue:
+        settings: dict[str, Any] = {
+            "process": self._process,
+            "identity": identity,
+            "clock": time.time if start else self.clock,
+            "start": start,
+        }
+        self._queues.append(DurableQueue(self.journal, **(settings | options)))
+        return self._queues[-1]
+
+    def advance(self, seconds: float) -> None:
+        self.clock.advance(seconds)
+
+    def now(self) -> float:
+        return self.clock.now
+
+    def close(self) -> None:
+        for queue in self._queues:
+            queue.close()
+
+
+Queues = SqliteQueues | PostgresQueues
+Queue = DurableQueue | PostgresQueue
+
+
+def settle(queue: Queue, count: int) -> None:
     """Wait until `count` items are left: `process` returns a moment before the item is deleted."""
     deadline = time.monotonic() + 10
     while len(queue.pending()) != count:
@@ -99,24 +143,31 @@ def journal(tmp_path: Path) -> Path:
 
 
 @pytest.fixture
-def make_queue(journal: Path, recorder: Recorder, clock: FakeClock) -> Iterator[MakeQueue]:
-    """Queues on `journal`, closed after the test; by default a fake clock and no worker."""
-    opened: list[DurableQueue] = []
+def sqlite_queues(journal: Path, recorder: Recorder, clock: FakeClock) -> Iterator[SqliteQueues]:
+    """Queues on `journal`, closed after the test."""
+    queues = SqliteQueues(journal, recorder, clock)
+    yield queues
+    queues.close()
 
-    def make(**options: Any) -> DurableQueue:
-        settings: dict[str, Any] = {
-            "process": recorder,
-            "identity": identity,
-            "clock": clock,
-            "start": False,
-        }
-        queue = DurableQueue(journal, **(settings | options))
-        opened.append(queue)
-        return queue
 
-    yield make
-    for queue in opened:
-        queue.close()
+@pytest.fixture
+def make_queue(sqlite_queues: SqliteQueues) -> MakeQueue:
+    """A SQLite queue on `journal`; by default a fake clock and no worker."""
+    return sqlite_queues.make
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def queues(request: pytest.FixtureRequest, recorder: Recorder, tmp_path: Path) -> Iterator[Queues]:
+    """Either kind of queue, for the behaviours both keep (PostgreSQL in a fresh schema)."""
+    if request.param == "sqlite":
+        yield request.getfixturevalue("sqlite_queues")
+        return
+    config = parse_config(
+        postgres_backend_config(request.getfixturevalue("postgres_url"), tmp_path)
+    )
+    made = PostgresQueues(config, recorder)
+    yield made
+    made.close()
 
 
 def real_time(**options: Any) -> dict[str, Any]:
@@ -124,48 +175,49 @@ def real_time(**options: Any) -> dict[str, Any]:
 
 
 def test_puts_within_the_window_become_one_item_with_the_latest_turns(
-    make_queue: MakeQueue, recorder: Recorder, clock: FakeClock
+    queues: Queues, recorder: Recorder
 ) -> None:
-    queue = make_queue()
+    queue = queues.make()
     queue.put(KEY, conversation(2), signals=["preference"], trace_id="run-1")
-    first = clock.now
-    clock.advance(10)
+    queues.advance(10)
     queue.put(KEY, conversation(4), signals=["correction"], trace_id="run-2")
     queue.put(OTHER, conversation(2))
     assert queue.run_due() == 0
-    clock.advance(30)
+    queues.advance(30)
     assert queue.run_due() == 2
     assert recorder.threads() == ["t1", "t2"]
     item = recorder.items[0]
     assert item.turns == conversation(4)
     assert item.signals == ["correction", "preference"]
     assert item.trace_id == "run-2"
-    assert (item.first_enqueued_at, item.last_enqueued_at) == (first, first + 10)
+    # A database's clock also runs while the test does.
+    assert item.last_enqueued_at - item.first_enqueued_at == pytest.approx(10, abs=0.5)
     assert not item.urgent
     assert queue.pending() == []
 
 
 def test_debounce_is_trailing_but_capped_by_the_maximum_wait(
-    make_queue: MakeQueue, clock: FakeClock
+    queues: Queues,
 ) -> None:
-    queue = make_queue(debounce_seconds=30, max_wait_seconds=120)
-    start = clock.now
+    queue = queues.make(debounce_seconds=30, max_wait_seconds=120)
     queue.put(KEY, conversation(2))
-    assert queue.pending()[0].due_at == start + 30
+    (item,) = queue.pending()
+    assert item.due_at - item.first_enqueued_at == 30
     for _ in range(5):
-        clock.advance(20)
+        queues.advance(20)
         queue.put(KEY, conversation(2))
-    assert queue.pending()[0].due_at == start + 120
-    clock.now = start + 119.9
+    (item,) = queue.pending()
+    assert item.due_at - item.first_enqueued_at == 120
+    queues.advance(19.5)  # 119.5 s after the first put (and the test's own time on a database)
     assert queue.run_due() == 0
-    clock.now = start + 120
+    queues.advance(0.5)
     assert queue.run_due() == 1
 
 
 def test_continuous_chatter_is_processed_within_the_maximum_wait(
-    make_queue: MakeQueue, recorder: Recorder
+    queues: Queues, recorder: Recorder
 ) -> None:
-    queue = make_queue(**real_time(debounce_seconds=0.1, max_wait_seconds=0.3))
+    queue = queues.make(start=True, debounce_seconds=0.1, max_wait_seconds=0.3)
     processed_while_chatting = False
     for n in range(25):  # a put every 50 ms for 1.25 s, never 0.1 s of quiet
         queue.put(KEY, conversation(2 * n + 2))
@@ -175,9 +227,9 @@ def test_continuous_chatter_is_processed_within_the_maximum_wait(
 
 
 def test_the_watermark_sends_only_turns_after_the_last_extraction(
-    make_queue: MakeQueue, recorder: Recorder
+    queues: Queues, recorder: Recorder
 ) -> None:
-    queue = make_queue()
+    queue = queues.make()
     queue.put(KEY, conversation(4))
     assert queue.flush(5)
     queue.put(KEY, conversation(7))
@@ -187,9 +239,9 @@ def test_the_watermark_sends_only_turns_after_the_last_extraction(
 
 
 def test_a_200_turn_thread_extended_turn_by_turn_sends_each_turn_once(
-    make_queue: MakeQueue, recorder: Recorder
+    queues: Queues, recorder: Recorder
 ) -> None:
-    queue = make_queue()
+    queue = queues.make()
     thread = conversation(200)
     assert queue.cursor(KEY) is None
     queue.put(KEY, thread[:2])
@@ -205,9 +257,9 @@ def test_a_200_turn_thread_extended_turn_by_turn_sends_each_turn_once(
 
 
 def test_extend_after_a_turn_that_is_not_the_last_queued_writes_nothing(
-    make_queue: MakeQueue, recorder: Recorder
+    queues: Queues, recorder: Recorder
 ) -> None:
-    queue = make_queue(max_depth=1)
+    queue = queues.make(max_depth=1)
     queue.put(KEY, conversation(4))
     assert not queue.extend(KEY, conversation(6)[3:], after="m2")  # another add came first
     assert queue.pending()[0].turns == conversation(4)
@@ -220,9 +272,9 @@ def test_extend_after_a_turn_that_is_not_the_last_queued_writes_nothing(
     assert not queue.extend(KEY, conversation(6)[4:], after="m3")
 
 
-def four_turns_in_process(make_queue: MakeQueue, recorder: Recorder) -> DurableQueue:
+def four_turns_in_process(queues: Queues, recorder: Recorder) -> Queue:
     """A queue whose worker is inside `process` with KEY's four turns, held until the gate."""
-    queue = make_queue(**real_time(debounce_seconds=0.0))
+    queue = queues.make(start=True, debounce_seconds=0.0)
     recorder.gate = threading.Event()
     queue.put(KEY, conversation(4))
     assert recorder.entered.wait(10)
@@ -230,9 +282,9 @@ def four_turns_in_process(make_queue: MakeQueue, recorder: Recorder) -> DurableQ
 
 
 def test_turns_appended_while_their_key_is_processed_are_processed_next_alone(
-    make_queue: MakeQueue, recorder: Recorder
+    queues: Queues, recorder: Recorder
 ) -> None:
-    queue = four_turns_in_process(make_queue, recorder)
+    queue = four_turns_in_process(queues, recorder)
     assert queue.extend(KEY, conversation(6)[4:], after="m3")
     recorder.gate.set()
     assert recorder.called.wait(10)
@@ -240,8 +292,8 @@ def test_turns_appended_while_their_key_is_processed_are_processed_next_alone(
     assert [item.turns for item in recorder.items] == [conversation(4), conversation(6)[4:]]
 
 
-def test_a_compacted_conversation_is_sent_whole(make_queue: MakeQueue, recorder: Recorder) -> None:
-    queue = make_queue()
+def test_a_compacted_conversation_is_sent_whole(queues: Queues, recorder: Recorder) -> None:
+    queue = queues.make()
     queue.put(KEY, conversation(4))
     assert queue.flush(5)
     compacted = [{"id": "summary", "role": "user", "text": "earlier: ..."}, *conversation(7)[5:]]
@@ -250,10 +302,8 @@ def test_a_compacted_conversation_is_sent_whole(make_queue: MakeQueue, recorder:
     assert recorder.items[-1].turns == compacted
 
 
-def test_a_conversation_with_nothing_new_is_not_queued(
-    make_queue: MakeQueue, recorder: Recorder
-) -> None:
-    queue = make_queue()
+def test_a_conversation_with_nothing_new_is_not_queued(queues: Queues, recorder: Recorder) -> None:
+    queue = queues.make()
     queue.put(KEY, conversation(4))
     assert queue.flush(5)
     queue.put(KEY, conversation(4), signals=["goal"])
@@ -262,9 +312,9 @@ def test_a_conversation_with_nothing_new_is_not_queued(
 
 
 def test_put_now_is_processed_at_once_beside_the_pending_item_and_its_watermark(
-    make_queue: MakeQueue, recorder: Recorder
+    queues: Queues, recorder: Recorder
 ) -> None:
-    queue = make_queue(**real_time(debounce_seconds=60))
+    queue = queues.make(start=True, debounce_seconds=60)
     queue.put(KEY, conversation(4), signals=["goal"])
     queue.put_now(KEY, conversation(2), trace_id="summarise")
     assert recorder.called.wait(10)
@@ -275,7 +325,7 @@ def test_put_now_is_processed_at_once_beside_the_pending_item_and_its_watermark(
     assert (normal.urgent, normal.turns, normal.signals) == (False, conversation(4), ["goal"])
     # An urgent item is neither replaced by nor replaces the normal one, and moves no watermark.
     queue.close()
-    queue = make_queue()
+    queue = queues.make()
     queue.put_now(KEY, conversation(1))
     queue.put(KEY, conversation(6))
     assert sorted(item.urgent for item in queue.pending()) == [False, True]
@@ -286,8 +336,8 @@ def test_put_now_is_processed_at_once_beside_the_pending_item_and_its_watermark(
     ]
 
 
-def test_back_pressure_refuses_new_keys_only(make_queue: MakeQueue) -> None:
-    queue = make_queue(max_depth=2)
+def test_back_pressure_refuses_new_keys_only(queues: Queues) -> None:
+    queue = queues.make(max_depth=2)
     queue.put(KEY, conversation(2))
     queue.put(OTHER, conversation(2))
     with pytest.raises(QueueFullError, match="queue_max_depth 2") as refused:
@@ -300,9 +350,9 @@ def test_back_pressure_refuses_new_keys_only(make_queue: MakeQueue) -> None:
 
 
 def test_cancel_pending_drops_one_agent_or_all_agents_of_a_user(
-    make_queue: MakeQueue, recorder: Recorder
+    queues: Queues, recorder: Recorder
 ) -> None:
-    queue = make_queue()
+    queue = queues.make()
     coder = QueueKey("t1", "alice", "coder")
     queue.put(coder, conversation(2))
     assert queue.flush(5)  # gives coder's thread a watermark
@@ -326,44 +376,40 @@ def test_cancel_pending_drops_one_agent_or_all_agents_of_a_user(
 
 
 def test_a_failing_extraction_is_retried_later_and_never_lost(
-    make_queue: MakeQueue, recorder: Recorder, clock: FakeClock, caplog: pytest.LogCaptureFixture
+    queues: Queues, recorder: Recorder, caplog: pytest.LogCaptureFixture
 ) -> None:
-    queue = make_queue(debounce_seconds=30, max_wait_seconds=120)
+    queue = queues.make(debounce_seconds=30, max_wait_seconds=120)
     recorder.failures = 4
     queue.put(KEY, conversation(2))
     delays = []
     for attempts in range(1, 5):
-        clock.advance(1000)
+        queues.advance(1000)
         with caplog.at_level(logging.WARNING):
             assert queue.run_due() == 1
         (item,) = queue.pending()
         assert item.attempts == attempts
-        delays.append(item.due_at - clock.now)
+        delays.append(round(item.due_at - queues.now()))
     assert delays == [30, 60, 120, 120]  # doubling from the debounce, capped by the max wait
     assert "failed (attempt 4)" in caplog.text
-    clock.advance(119)
+    queues.advance(119)
     assert queue.run_due() == 0
     queue.put(KEY, conversation(4))  # a newer conversation replaces it as usual
-    clock.advance(30)
+    queues.advance(30)
     assert queue.run_due() == 1
     assert [item.turns for item in recorder.items] == [conversation(4)]
     assert queue.pending() == []
 
 
-def test_a_failing_extraction_is_retried_by_the_worker(
-    make_queue: MakeQueue, recorder: Recorder
-) -> None:
-    queue = make_queue(**real_time(debounce_seconds=0.05, max_wait_seconds=0.3))
+def test_a_failing_extraction_is_retried_by_the_worker(queues: Queues, recorder: Recorder) -> None:
+    queue = queues.make(start=True, debounce_seconds=0.05, max_wait_seconds=0.3)
     recorder.failures = 1
     queue.put(KEY, conversation(2))
     assert recorder.called.wait(10)  # after the 1 s floor between retries
     assert recorder.items[0].attempts == 1
 
 
-def test_flush_processes_everything_within_its_timeout(
-    make_queue: MakeQueue, recorder: Recorder
-) -> None:
-    queue = make_queue(**real_time(debounce_seconds=60))
+def test_flush_processes_everything_within_its_timeout(queues: Queues, recorder: Recorder) -> None:
+    queue = queues.make(start=True, debounce_seconds=60)
     for n in range(5):
         queue.put(QueueKey(f"t{n}", "alice"), conversation(2))
     assert queue.flush(10)
@@ -375,9 +421,9 @@ def test_flush_processes_everything_within_its_timeout(
 
 
 def test_flush_waits_for_the_workers_item_and_gives_up_at_its_timeout(
-    make_queue: MakeQueue, recorder: Recorder
+    queues: Queues, recorder: Recorder
 ) -> None:
-    queue = make_queue(**real_time(debounce_seconds=60))
+    queue = queues.make(start=True, debounce_seconds=60)
     recorder.gate = threading.Event()
     queue.put_now(KEY, conversation(2))
     queue.put(OTHER, conversation(2))
@@ -389,9 +435,9 @@ def test_flush_waits_for_the_workers_item_and_gives_up_at_its_timeout(
 
 
 def test_a_put_while_its_key_is_processed_keeps_the_newer_turns(
-    make_queue: MakeQueue, recorder: Recorder
+    queues: Queues, recorder: Recorder
 ) -> None:
-    queue = four_turns_in_process(make_queue, recorder)
+    queue = four_turns_in_process(queues, recorder)
     queue.put(KEY, conversation(6), signals=["goal"])
     recorder.gate.set()
     assert recorder.called.wait(10)
@@ -400,9 +446,9 @@ def test_a_put_while_its_key_is_processed_keeps_the_newer_turns(
 
 
 def test_a_replacement_with_nothing_new_is_dropped_without_processing(
-    make_queue: MakeQueue, recorder: Recorder
+    queues: Queues, recorder: Recorder
 ) -> None:
-    queue = four_turns_in_process(make_queue, recorder)
+    queue = four_turns_in_process(queues, recorder)
     queue.put(KEY, conversation(4), signals=["goal"])  # the same turns, while they are processed
     recorder.gate.set()
     assert queue.flush(10)
@@ -410,14 +456,14 @@ def test_a_replacement_with_nothing_new_is_dropped_without_processing(
 
 
 def test_watermarks_are_kept_for_the_most_recent_keys_only(
-    make_queue: MakeQueue, recorder: Recorder, clock: FakeClock
+    queues: Queues, recorder: Recorder
 ) -> None:
-    queue = make_queue(watermark_max_keys=2)
+    queue = queues.make(watermark_max_keys=2)
     keys = [QueueKey(f"t{n}", "alice") for n in range(3)]
     for key in keys:
         queue.put(key, conversation(2))
         assert queue.flush(5)
-        clock.advance(1)
+        queues.advance(1)
     for key in keys:
         queue.put(key, conversation(2))
     # t0's watermark was forgotten, so its conversation is sent again; t1 and t2 had no news.
@@ -425,13 +471,13 @@ def test_watermarks_are_kept_for_the_most_recent_keys_only(
 
 
 def test_items_survive_close_and_overdue_ones_run_at_the_next_start(
-    make_queue: MakeQueue, recorder: Recorder
+    queues: Queues, recorder: Recorder
 ) -> None:
-    queue = make_queue(clock=time.time, debounce_seconds=0.1)
+    queue = queues.make(debounce_seconds=0.1)
     queue.put(KEY, conversation(2), signals=["identity"])
     queue.close()
     time.sleep(0.2)
-    queue = make_queue(**real_time(debounce_seconds=60))
+    queue = queues.make(start=True, debounce_seconds=60)
     assert recorder.called.wait(10)
     assert recorder.items[0].signals == ["identity"]
 
@@ -460,8 +506,8 @@ def test_the_worker_checkpoints_so_puts_leave_the_wal_within_about_a_second(
     assert len(queue.pending()) == 5
 
 
-def test_concurrent_puts_from_many_threads_are_all_kept(make_queue: MakeQueue) -> None:
-    queue = make_queue()
+def test_concurrent_puts_from_many_threads_are_all_kept(queues: Queues) -> None:
+    queue = queues.make()
 
     def writer(t: int) -> None:
         for n in range(50):
@@ -479,9 +525,9 @@ def test_concurrent_puts_from_many_threads_are_all_kept(make_queue: MakeQueue) -
 
 
 def test_puts_racing_the_worker_extract_every_turn_exactly_once(
-    make_queue: MakeQueue, recorder: Recorder
+    queues: Queues, recorder: Recorder
 ) -> None:
-    queue = make_queue(**real_time(debounce_seconds=0.0))
+    queue = queues.make(start=True, debounce_seconds=0.0)
 
     def writer(t: int) -> None:
         for n in range(1, 41):  # each put adds turns while earlier ones are being extracted

@@ -87,7 +87,7 @@ from deerflow.agents.memory.backends.deermem.deermem.core.sqlite import (
 )
 from deerflow.agents.memory.manager import MemoryCorruptionError, MemoryManagerError
 
-__all__ = ["DurableQueue", "QueueFullError", "QueueItem", "QueueKey"]
+__all__ = ["DurableQueue", "QueueFullError", "QueueItem", "QueueKey", "retry_delay", "turns_after"]
 
 logger = logging.getLogger(__name__)
 
@@ -295,7 +295,7 @@ class DurableQueue:
         key_text = json.dumps(key)
         with self._write() as conn:
             mark = conn.execute("SELECT mark FROM watermarks WHERE key = ?", (key_text,)).fetchone()
-            fresh = _after(turns, None if mark is None else mark[0], self._identity)
+            fresh = turns_after(turns, None if mark is None else mark[0], self._identity)
             due = self._enqueue(conn, key, fresh, set(signals), trace_id, now=now, replace=True)
         self._poke_if_due(due, now)
 
@@ -554,8 +554,7 @@ class DurableQueue:
         now = self._clock()
         with self._write() as conn:
             if not ok:
-                backoff = self._debounce * 2 ** min(claim.item.attempts, 20)
-                delay = max(_MIN_RETRY_S, min(self._max_wait, backoff))
+                delay = retry_delay(self._debounce, self._max_wait, claim.item.attempts)
                 conn.execute(
                     "UPDATE items SET attempts = attempts + 1, due_at = max(due_at, ?),"
                     " claimed_by = NULL, claimed_until = NULL WHERE id = ? AND claimed_by = ?",
@@ -592,7 +591,7 @@ class DurableQueue:
         """Keep only the turns of an item after the watermark `mark`, as one chunk."""
         chunks = conn.execute(_CHUNKS_SQL, (item_id,)).fetchall()
         turns = [turn for _, text in chunks for turn in json.loads(text)]
-        kept = _after(turns, mark, self._identity)
+        kept = turns_after(turns, mark, self._identity)
         if len(kept) < len(turns):
             conn.execute("DELETE FROM chunks WHERE item_id = ?", (item_id,))
             _append(conn, item_id, kept)
@@ -747,7 +746,7 @@ def _append(conn: sqlite3.Connection, item_id: int, turns: list[dict[str, Any]])
         )
 
 
-def _after(
+def turns_after(
     turns: list[dict[str, Any]], mark: str | None, identity: Callable[[dict[str, Any]], str]
 ) -> list[dict[str, Any]]:
     """The turns after the first one whose identity is `mark`; all of them if none is."""
@@ -756,6 +755,12 @@ def _after(
             if identity(turn) == mark:
                 return turns[index + 1 :]
     return turns
+
+
+def retry_delay(debounce: float, max_wait: float, attempts: int) -> float:
+    """Seconds until an item whose extraction failed after `attempts` earlier failures is due
+    again: `debounce * 2**attempts`, capped at `max_wait` but never under one second."""
+    return max(_MIN_RETRY_S, min(max_wait, debounce * 2.0 ** min(attempts, 20)))
 
 
 def _hold_liveness(owners: Path, instance: str) -> int:
