@@ -210,6 +210,11 @@ class DeerMemMemoryManager(MemoryManager):
         """The storage layer, for tools that work below the contract (migration, reindex)."""
         return self._storage
 
+    @property
+    def engine(self) -> _TempFileEngine:
+        """TEMP until the files engine lands: the user listing, dump and restore of it."""
+        return _TempFileEngine(self)
+
     # -- writes through the pipeline ---------------------------------------------------------
 
     def add(
@@ -995,3 +1000,23 @@ def _refuse_bad_scope(thread_id: str, user_id: str | None, agent_name: str | Non
 def _agent(bucket: str) -> str | None:
     """The agent name that selects `bucket`."""
     return None if bucket == bucket_name(None) else bucket
+
+
+class _TempFileEngine:
+    """TEMP: what `deerflow memory copy` asks of an engine, over the files storage."""
+
+    def __init__(self, manager: DeerMemMemoryManager) -> None:
+        self._manager = manager
+
+    def user_ids(self) -> Iterator[str]:
+        return self._manager._file_storage("copy").user_ids()
+
+    def dump_user(self, user_id: str) -> Any:
+        from deerflow.agents.memory.backends.deermem.deermem.core.dump import dump_file_user
+
+        return dump_file_user(self._manager._file_storage("copy"), user_id)
+
+    def restore_user(self, dump: Any) -> None:
+        from deerflow.agents.memory.backends.deermem.deermem.core.dump import restore_file_user
+
+        restore_file_user(self._manager._file_storage("copy"), dump)
