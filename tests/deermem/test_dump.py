@@ -4,6 +4,8 @@ nothing lost, nothing merged, nothing half-written."""
 from __future__ import annotations
 
 import dataclasses
+import fcntl
+import os
 import signal
 import threading
 from pathlib import Path
@@ -142,3 +144,19 @@ def test_a_restore_killed_at_any_step_leaves_nothing_or_the_whole_user(
         assert stored(destination, USER) == wanted, f"restore after a kill at step {point}"
         assert not any((destination / RESTORE_DIR).iterdir()), "the killed restore's folder"
     assert outcomes == {"nothing", "whole"}
+
+
+def test_a_restore_removes_what_killed_restores_left_and_nothing_under_way(
+    source: Path, tmp_path: Path
+) -> None:
+    restores = tmp_path / RESTORE_DIR
+    for name in ("killed", "running"):
+        (restores / name / "users").mkdir(parents=True)
+        (restores / f"{name}.lock").touch()
+    running = os.open(restores / "running.lock", os.O_RDWR)
+    try:
+        fcntl.flock(running, fcntl.LOCK_EX)  # as the restore that runs holds it
+        restore_file_user(storage_at(tmp_path), dump_file_user(storage_at(source), USER))
+        assert sorted(p.name for p in restores.iterdir()) == ["running", "running.lock"]
+    finally:
+        os.close(running)

@@ -9,19 +9,17 @@ the user as it was, without a memory; one that returned left all of it.
 from __future__ import annotations
 
 import errno
+import fcntl
 import json
 import os
 import shutil
 import uuid
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Final
 
-from deerflow.agents.memory.backends.deermem.deermem.core.atomic import (
-    SyncBatch,
-    fsync_dir,
-    process_alive,
-)
+from deerflow.agents.memory.backends.deermem.deermem.core.atomic import SyncBatch, fsync_dir
 from deerflow.agents.memory.backends.deermem.deermem.core.factfile import render_fact
 from deerflow.agents.memory.backends.deermem.deermem.core.paths import (
     AGENT_NAME_PATTERN,
@@ -39,7 +37,7 @@ from deerflow.agents.memory.manager import MemoryConflictError, MemoryCorruption
 __all__ = ["RESTORE_DIR", "dump_file_user", "restore_file_user"]
 
 # Under the storage root, beside `users/` (so on the same file system, and never listed as a
-# user): one folder per restore under way, named `{pid}.{random hex}`.
+# user): one folder per restore under way, and the lock file that says it is under way.
 RESTORE_DIR: Final = ".restore"
 
 
@@ -76,14 +74,11 @@ def restore_file_user(storage: FileMemoryStorage, dump: UserDump) -> None:
     paths = user_paths(storage.root, safe_user_id(dump.user_id))
     _refuse_if_stored(storage, dump.user_id, paths)
     _remove_abandoned(storage.root / RESTORE_DIR)
-    staging = storage.root / RESTORE_DIR / f"{os.getpid()}.{uuid.uuid4().hex}"
-    staged = user_paths(staging, paths.user_key)
-    try:
+    with _staging(storage.root / RESTORE_DIR) as staging:
+        staged = user_paths(staging, paths.user_key)
         _write(staged, dump)
         _check_read_back(storage, staging, dump)
         _move_into_place(storage, staged.dir, paths, dump.user_id, staging / "replaced")
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
 
 
 def _refuse_if_stored(storage: FileMemoryStorage, user_id: str, paths: UserPaths) -> None:
@@ -93,18 +88,52 @@ def _refuse_if_stored(storage: FileMemoryStorage, user_id: str, paths: UserPaths
     if paths.manifest.exists() or snapshot.buckets or storage.read_history(user_id):
         raise MemoryConflictError(
             f"user {user_id!r} already has a memory in {storage.root}; nothing was restored "
-            "(a restore never merges: clear that user first, or leave it out)"
+            "(a restore never merges: leave that user out, or erase it here first)"
         )
 
 
+@contextmanager
+def _staging(restores: Path) -> Iterator[Path]:
+    """A new folder under `restores` (not created: the caller writes into it), removed at the
+    end. While the restore runs, the lock file `{name}.lock` beside it is held; a restore that
+    was killed left its folder with the lock free, which the next restore removes."""
+    name = uuid.uuid4().hex
+    restores.mkdir(parents=True, exist_ok=True)
+    fresh = restores / f"{name}.new"
+    fd = os.open(fresh, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        os.rename(fresh, restores / f"{name}.lock")  # seen as in use only once locked
+        try:
+            yield restores / name
+        finally:
+            shutil.rmtree(restores / name, ignore_errors=True)
+            (restores / f"{name}.lock").unlink(missing_ok=True)
+    finally:
+        fresh.unlink(missing_ok=True)
+        os.close(fd)
+
+
 def _remove_abandoned(restores: Path) -> None:
-    """Remove what restores of ended processes left (each was cut short before its rename)."""
+    """Remove the folders of restores that were cut short: those whose lock nobody holds (a
+    lock is released with its process, in any container sharing the volume)."""
     if not restores.is_dir():
         return
-    for folder in restores.iterdir():
-        pid = folder.name.split(".", 1)[0]
-        if pid.isdigit() and not process_alive(int(pid)):
-            shutil.rmtree(folder, ignore_errors=True)
+    for lock in [p for p in restores.iterdir() if p.suffix in (".lock", ".new")]:
+        try:
+            fd = os.open(lock, os.O_RDWR)
+        except FileNotFoundError:
+            continue  # it finished meanwhile
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            continue  # under way
+        try:
+            shutil.rmtree(restores / lock.stem, ignore_errors=True)
+            lock.unlink(missing_ok=True)
+        finally:
+            os.close(fd)
 
 
 def _write(staged: UserPaths, dump: UserDump) -> None:
