@@ -124,8 +124,9 @@ def _copy_users(
 def _store_of(manager: Any) -> tuple[str, ...]:
     """Where a DeerMem manager keeps its memory: its folder, or its database and schema."""
     settings = manager.backend_config
-    if settings.get("storage") == "postgres":
-        return ("postgres", str(settings["database_url"]), settings.get("database_schema", ""))
+    if settings.get("storage") == "postgres":  # DeerMem's keys, with their defaults
+        schema = settings.get("database_schema") or "deermem"
+        return ("postgres", str(settings["database_url"]), schema)
     return ("files", os.path.realpath(settings["storage_path"]))
 
 
