@@ -12,6 +12,7 @@ import pytest
 import yaml
 from typer.testing import CliRunner, Result
 
+from deerflow.agents.memory.backends.deermem.deermem.core.storage import FileMemoryStorage
 from deerflow.cli import memory_copy
 from deerflow.cli.app import app
 from tests.deermem.dump_helpers import fill_user, manager_at, stored
@@ -206,3 +207,30 @@ def test_files_to_postgres_and_back_loses_nothing(
     assert not (tmp_path / "caches" / "users").exists(), "the copy went to the database"
     for user in USERS:
         assert stored(tmp_path / "back", user) == stored(source, user)
+
+
+def test_a_user_written_at_the_destination_during_the_copy_is_refused_or_skipped(
+    copy: Any, source: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    manager = manager_at(tmp_path / "store")
+    manager.create_fact("Bob's own fact here", user_id="bob")
+    manager.close()
+    listed = FileMemoryStorage.user_ids
+
+    def late(storage: FileMemoryStorage) -> Iterator[str]:
+        """The destination's listing taken before bob's memory arrived."""
+        return iter(()) if storage.root == tmp_path / "store" else listed(storage)
+
+    monkeypatch.setattr(FileMemoryStorage, "user_ids", late)
+
+    refused = copy()
+    assert refused.exit_code == 2
+    assert "'bob'" in refused.stderr
+    assert "the users before it were copied (1)" in refused.stderr
+    assert stored(tmp_path / "store", USERS[0]) == {
+        **stored(source, USERS[0]),
+        "user_ids": [],  # the listing is the patched one
+    }
+    skipped = copy("--skip-existing", "--json")
+    assert skipped.exit_code == 0, skipped.output
+    assert json.loads(skipped.stdout)["skipped"] == ["alice@example.com", "bob"]

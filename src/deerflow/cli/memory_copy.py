@@ -137,7 +137,7 @@ def _named(users: list[str]) -> str:
 
 
 def _taken_message(users: list[str], *, copied: int = 0) -> str:
-    done = f"{copied} users were copied before it; " if copied else "nothing was written; "
+    done = f"the users before it were copied ({copied}); " if copied else "nothing was written; "
     return (
         f"the destination already has a memory for {_named(users)}: {done}"
         "pass --skip-existing to copy the others, or erase those users there first"
