@@ -16,7 +16,7 @@ from typing import Annotated, Any, Final
 import typer
 from rich.markup import escape
 
-from deerflow.agents.memory.extensions import EngineBacked
+from deerflow.agents.memory.extensions import EngineBacked, UserMover
 from deerflow.agents.memory.manager import MemoryConflictError, MemoryUnsupportedError
 from deerflow.cli import memory_render as render
 from deerflow.cli.memory_session import UsersExistError, memory_session
@@ -72,18 +72,20 @@ def copy(
             raise MemoryUnsupportedError(type(plain).__name__, "copy")
         if _store_of(source) == _store_of(destination):
             raise ValueError(f"--to {to}: the destination is the source's own store")
-        stored = list(source.engine.user_ids())
+        reader, writer = source.engine, destination.engine
+        stored = list(reader.user_ids())
+        known = set(stored)
         wanted = list(dict.fromkeys(users)) if users else stored
-        if missing := [user for user in wanted if user not in set(stored)]:
+        if missing := [user for user in wanted if user not in known]:
             raise ValueError(f"--user: no memory in the source for {_named(missing)}")
-        present = set(destination.engine.user_ids())
+        present = set(writer.user_ids())
         taken = [user for user in wanted if user in present]
         if taken and not skip_existing:
             raise UsersExistError(_taken_message(taken))
         started = time.perf_counter()
         copied, skipped = _copy_users(
-            source,
-            destination,
+            reader,
+            writer,
             [user for user in wanted if user not in present],
             skip_existing=skip_existing,
             progress=not json_output,
@@ -93,8 +95,8 @@ def copy(
 
 
 def _copy_users(
-    source: EngineBacked,
-    destination: EngineBacked,
+    reader: UserMover,
+    writer: UserMover,
     users: list[str],
     *,
     skip_existing: bool,
@@ -106,9 +108,9 @@ def _copy_users(
     skipped: list[str] = []
     with render.progress_bar("copying users", enabled=progress, total=len(users)) as advance:
         for done, user in enumerate(users, 1):
-            dump = source.engine.dump_user(user)
+            dump = reader.dump_user(user)
             try:
-                destination.engine.restore_user(dump)
+                writer.restore_user(dump)
             except MemoryConflictError:
                 if not skip_existing:
                     raise UsersExistError(_taken_message([user], copied=len(copied))) from None

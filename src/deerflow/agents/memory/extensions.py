@@ -18,7 +18,9 @@ __all__ = [
     "FactsWithChosenIds",
     "MarkdownPortable",
     "Migratable",
+    "MovedUser",
     "Reindexable",
+    "UserMover",
 ]
 
 
