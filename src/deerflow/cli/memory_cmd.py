@@ -27,6 +27,7 @@ from deerflow.agents.memory.manager import (
 )
 from deerflow.cli import memory_render as render
 from deerflow.cli.ids import MIN_PREFIX, resolve_change_id, resolve_fact_id
+from deerflow.cli.memory_copy import copy
 from deerflow.cli.memory_session import confirm, memory_session
 from deerflow.cli.options import (
     AgentOption,
@@ -492,3 +493,6 @@ def migrate_(
         render.stdout().print("nothing to migrate")
     if not report["ok"]:
         raise typer.Exit(1)
+
+
+app.command("copy")(copy)  # in a module of its own: moving whole stores is a tool apart

@@ -290,10 +290,12 @@ def _finding_ids(key: str, finding: Mapping[str, Any]) -> str:
 
 
 @contextmanager
-def progress_bar(description: str, *, enabled: bool) -> Iterator[Callable[[int], None]]:
+def progress_bar(
+    description: str, *, enabled: bool, total: int | None = None
+) -> Iterator[Callable[[int], None]]:
     """A Rich progress bar on stderr; yields the callback that reports how many items are done.
 
-    The total is unknown in advance, so the bar pulses and the count grows. Disabled (for
+    Without a `total` (not known in advance) the bar pulses and the count grows. Disabled (for
     `--json`), the callback does nothing.
     """
     if not enabled:
@@ -303,9 +305,9 @@ def progress_bar(description: str, *, enabled: bool) -> Iterator[Callable[[int],
         SpinnerColumn(),
         TextColumn(escape(description)),
         BarColumn(),
-        TextColumn("{task.completed} done"),
+        TextColumn("{task.completed} done" if total is None else "{task.completed}/{task.total}"),
         TimeElapsedColumn(),
     )
     with Progress(*columns, console=stderr(), transient=True) as progress:
-        task = progress.add_task(description, total=None)
+        task = progress.add_task(description, total=total)
         yield lambda done: progress.update(task, completed=done)

@@ -36,6 +36,7 @@ __all__ = [
     "ERROR_EXITS",
     "ConfirmationRefused",
     "ErrorExit",
+    "UsersExistError",
     "confirm",
     "error_exit",
     "handle_errors",
@@ -51,6 +52,10 @@ class ConfirmationRefused(Exception):
     """A destructive command was not confirmed."""
 
 
+class UsersExistError(Exception):
+    """Users to write already have a memory at the destination (`memory copy`)."""
+
+
 class ErrorExit(NamedTuple):
     exit_code: int
     code: str  # the `error` value of the `--json` error object
@@ -60,6 +65,7 @@ class ErrorExit(NamedTuple):
 # First match wins, so subclasses come before their bases.
 ERROR_EXITS: Final[tuple[tuple[type[Exception], ErrorExit], ...]] = (
     (ConfirmationRefused, ErrorExit(1, "not_confirmed", None)),
+    (UsersExistError, ErrorExit(2, "users_exist", None)),
     (FactNotFoundError, ErrorExit(3, "fact_not_found", None)),
     (DuplicateFactError, ErrorExit(4, "duplicate_fact", "duplicate")),
     (FactEvictedError, ErrorExit(4, "fact_evicted", "evicted")),

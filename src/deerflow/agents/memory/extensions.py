@@ -7,17 +7,20 @@ offers an extension simply by having the methods; it imports nothing from here.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
 __all__ = [
     "AgentListing",
     "Auditable",
+    "EngineBacked",
     "FactsWithChosenIds",
     "MarkdownPortable",
     "Migratable",
+    "MovedUser",
     "Reindexable",
+    "UserMover",
 ]
 
 
@@ -60,6 +63,39 @@ class Migratable(Protocol):
     def migrate(
         self, *, dry_run: bool = False, progress: Callable[[int], None] | None = None
     ) -> dict[str, Any]: ...
+
+
+class MovedUser(Protocol):
+    """All of one user's memory as an engine hands it over (DeerMem's `UserDump`)."""
+
+    @property
+    def user_id(self) -> str: ...
+
+    @property
+    def facts(self) -> Sequence[Any]: ...
+
+    @property
+    def history(self) -> Sequence[Any]: ...
+
+
+class UserMover(Protocol):
+    """What `deerflow memory copy` asks of the engine a memory lives in."""
+
+    def user_ids(self) -> Iterator[str]: ...
+
+    def dump_user(self, user_id: str) -> MovedUser: ...
+
+    def restore_user(self, dump: Any) -> None:
+        """Write a user dumped by an engine of the same backend; `MemoryConflictError` when
+        the user has a memory here already (nothing is written)."""
+
+
+@runtime_checkable
+class EngineBacked(Protocol):
+    """A backend whose engine hands over whole users (DeerMem, on files or PostgreSQL)."""
+
+    @property
+    def engine(self) -> UserMover: ...
 
 
 @runtime_checkable

@@ -84,10 +84,14 @@ class FileEngine(MemoryEngine):
         return self.files("scan a user").scan(user_id)
 
     def dump_user(self, user_id: str) -> UserDump:
-        raise MemoryUnsupportedError(type(self).__name__, "dump_user")
+        from deerflow.agents.memory.backends.deermem.deermem.core.dump import dump_file_user
+
+        return dump_file_user(self.files("copy a user"), user_id)
 
     def restore_user(self, dump: UserDump) -> None:
-        raise MemoryUnsupportedError(type(self).__name__, "restore_user")
+        from deerflow.agents.memory.backends.deermem.deermem.core.dump import restore_file_user
+
+        restore_file_user(self.files("copy a user"), dump)
 
     def legacy_sources(self) -> list[str]:
         """Files of the old single-file layout that `migrate` would move, relative to the root."""
