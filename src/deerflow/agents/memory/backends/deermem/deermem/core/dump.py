@@ -29,9 +29,11 @@ from deerflow.agents.memory.backends.deermem.deermem.core.paths import (
     user_paths,
     validate_fact_id,
 )
-from deerflow.agents.memory.backends.deermem.deermem.core.storage import FileMemoryStorage
+from deerflow.agents.memory.backends.deermem.deermem.core.storage import (
+    DOCUMENT_VERSION,
+    FileMemoryStorage,
+)
 from deerflow.agents.memory.backends.deermem.deermem.engine import UserDump
-from deerflow.agents.memory.document import DOCUMENT_VERSION
 from deerflow.agents.memory.manager import MemoryConflictError, MemoryCorruptionError
 
 __all__ = ["RESTORE_DIR", "dump_file_user", "restore_file_user"]
