@@ -32,6 +32,9 @@ class DeerMemConfig(BaseModel):
     database_url: str | None = Field(default=None, min_length=1)
     database_pool_size: int = Field(default=5, ge=1, le=100)
     database_schema: str = Field(default="deermem", pattern=r"^[a-z_][a-z0-9_]{0,62}$")
+    # A replica renews its claim on the conversation it extracts every third of this; one that
+    # died leaves it to the others this long after its last renewal.
+    queue_lease_seconds: float = Field(default=60.0, ge=1, le=3600)
     file_lock_timeout_seconds: float = Field(default=10.0, gt=0)
     max_facts: int = Field(default=100, ge=10, le=10_000)
     fact_eviction_policy: Literal["confidence", "hybrid-v1"] = "confidence"
