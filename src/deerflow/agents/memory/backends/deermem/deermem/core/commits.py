@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Callable, Mapping
+from dataclasses import replace
 from typing import Any, Final
 
 from deerflow.agents.memory.backends.deermem.deermem.core.changes import ChangeSet, FactKey
@@ -32,6 +33,7 @@ __all__ = [
     "check_preconditions",
     "check_summaries",
     "new_change_id",
+    "rebased",
     "stored_bytes",
     "with_summaries",
 ]
@@ -49,6 +51,24 @@ Stored = tuple[bytes, dict[str, Any]]
 
 def new_change_id() -> str:
     return f"chg_{uuid.uuid4().hex}"
+
+
+def rebased(
+    changes: ChangeSet, revision: int, facts_of: Callable[[str], Mapping[str, Mapping[str, Any]]]
+) -> ChangeSet:
+    """`changes`, a create computed at an older revision, redone by its `rebase_onto` against
+    the current facts of its bucket (`facts_of(bucket)`, read under the user's lock) to
+    commit on `revision`.
+
+    Raises:
+        ValueError: `changes` does not add facts to exactly one bucket.
+    """
+    buckets = {record["agent_name"] for record in changes.upserts}
+    if changes.rebase_onto is None or len(buckets) != 1 or changes.summaries:
+        raise ValueError("rebase_onto: only a change that adds facts to one bucket rebases")
+    (bucket,) = buckets
+    redone = changes.rebase_onto(facts_of(bucket))
+    return replace(redone, expected_revision=revision, rebase_onto=None)
 
 
 def stored_bytes(stored: Stored | None) -> bytes | None:

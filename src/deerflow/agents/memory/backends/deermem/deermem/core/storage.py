@@ -14,7 +14,7 @@ import threading
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
@@ -41,6 +41,7 @@ from deerflow.agents.memory.backends.deermem.deermem.core.commits import (
     check_preconditions,
     check_summaries,
     new_change_id,
+    rebased,
     stored_bytes,
     with_summaries,
 )
@@ -522,7 +523,13 @@ class FileMemoryStorage(MemoryStorage):
         with self._lock(paths).hold():
             manifest = self._recovered_manifest(paths)
             if changes.rebase_onto is not None and changes.expected_revision != manifest.revision:
-                changes = self._rebased(paths, raw_user, manifest, changes)
+                # Another writer committed since: the bucket is read here, under the lock (an
+                # uncontended create reads nothing more).
+                changes = rebased(
+                    changes,
+                    manifest.revision,
+                    lambda bucket: self._current_facts(paths, raw_user, bucket, manifest),
+                )
             files = {key: paths.fact_file(*key) for key in changes.touched()}
             current = {key: self._stored(path, raw_user, key[0]) for key, path in files.items()}
             self._refuse_if_edited_by_hand(paths.user_key, manifest.raw, current)
@@ -542,19 +549,6 @@ class FileMemoryStorage(MemoryStorage):
             return self._commit(
                 paths, raw_user, manifest, changes, current, files, after, summaries, upserted, now
             )
-
-    def _rebased(
-        self, paths: UserPaths, raw_user: str, manifest: _Manifest, changes: ChangeSet
-    ) -> ChangeSet:
-        """`changes`, a create computed at an older revision, redone by its `rebase_onto` against
-        the bucket's current facts (read here, under the lock, only when another writer
-        committed since: an uncontended create reads nothing more). Hold the lock."""
-        buckets = {record["agent_name"] for record in changes.upserts}
-        if changes.rebase_onto is None or len(buckets) != 1 or changes.summaries:
-            raise ValueError("rebase_onto: only a change that adds facts to one bucket rebases")
-        (bucket,) = buckets
-        redone = changes.rebase_onto(self._current_facts(paths, raw_user, bucket, manifest))
-        return replace(redone, expected_revision=manifest.revision, rebase_onto=None)
 
     def _current_facts(
         self, paths: UserPaths, raw_user: str, bucket: str, manifest: _Manifest
