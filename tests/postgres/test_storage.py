@@ -1,0 +1,429 @@
+"""The record store of each engine: commits, conflicts, history and undo, isolation, caching,
+and on PostgreSQL dump and restore of a user and rows damaged by hand."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pytest
+
+from deerflow.agents.memory.backends.deermem.deermem import history
+from deerflow.agents.memory.backends.deermem.deermem.core.changes import ChangeSet, MemorySnapshot
+from deerflow.agents.memory.backends.deermem.deermem.core.storage import MemoryStorage
+from deerflow.agents.memory.backends.deermem.deermem.postgres.storage import (
+    PostgresMemoryStorage,
+)
+from deerflow.agents.memory.manager import (
+    DuplicateFactError,
+    FactNotFoundError,
+    MemoryConflictError,
+    MemoryCorruptionError,
+)
+from tests.deermem.storage_helpers import create, fact
+from tests.postgres.engines import (
+    ENGINES,
+    OpenStorage,
+    normalised,
+    opened_stores,
+    postgres_config,
+    postgres_storage,
+    run_sql,
+)
+
+
+@pytest.fixture(params=ENGINES)
+def stores(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[OpenStorage]:
+    url = request.getfixturevalue("postgres_url") if request.param == "postgres" else None
+    with opened_stores(request.param, tmp_path / "store", url) as open_storage:
+        yield open_storage
+
+
+@pytest.fixture
+def pg(postgres_url: str, tmp_path: Path) -> Iterator[PostgresMemoryStorage]:
+    with postgres_storage(postgres_config(postgres_url, tmp_path)) as storage:
+        yield storage
+
+
+def fixed(n: int, content: str, bucket: str = "__default__", **fields: Any) -> dict[str, Any]:
+    return fact(content, bucket, id=f"fact_{n:032x}", **fields)
+
+
+def summary(storage: MemoryStorage, user: str, text: str, **changes: Any) -> int:
+    change = ChangeSet(actor="t", reason="summary", summaries={"user": {"topOfMind": text}})
+    for key, value in changes.items():
+        setattr(change, key, value)
+    return storage.save(user, change).revision
+
+
+def test_commits_read_back_with_their_revisions(stores: OpenStorage) -> None:
+    storage = stores()
+    empty = storage.load("ann", None)
+    assert (empty.revision, dict(empty.facts), empty.buckets) == (0, {}, ())
+    assert set(empty.summaries["user"]) == {"workContext", "personalContext", "topOfMind"}
+    assert set(empty.summaries["history"]) == {
+        "recentMonths",
+        "earlierContext",
+        "longTermBackground",
+    }
+    tea, code = fixed(1, "Drinks tea"), fixed(2, "Writes Rust", "coder")
+    assert create(storage, "ann", tea) == 1
+    assert create(storage, "ann", code) == 2
+    assert summary(storage, "ann", "Moving house") == 3
+    snapshot = storage.load("ann", None)
+    assert snapshot.revision == 3
+    assert snapshot.buckets == ("__default__", "coder")
+    stored = snapshot.facts[tea["id"]]
+    assert stored["content"] == "Drinks tea"
+    assert (stored["revision"], stored["user_id"], stored["schemaVersion"]) == (1, "ann", 1)
+    assert snapshot.summaries["user"]["topOfMind"]["summary"] == "Moving house"
+    assert list(storage.load("ann", "Coder").facts) == [code["id"]]
+    update = ChangeSet(
+        actor="t",
+        reason="update",
+        upserts=[dict(stored) | {"content": "Drinks green tea"}],
+        preconditions={("__default__", tea["id"]): 1},
+    )
+    result = storage.save("ann", update)
+    assert (result.revision, result.upserted[0]["revision"]) == (4, 2)
+    deleted = storage.save("ann", ChangeSet(actor="t", reason="d", deletes=[("coder", code["id"])]))
+    assert deleted.deleted == (("coder", code["id"]),)
+    fresh = stores().load("ann", None)
+    assert fresh.revision == 5
+    assert fresh.facts[tea["id"]]["content"] == "Drinks green tea"
+    assert stores().reload("ann", "coder").facts == {}
+
+
+def test_a_stale_revision_conflicts_unless_a_point_operation_can_rebase(
+    stores: OpenStorage,
+) -> None:
+    storage = stores()
+    create(storage, "erin", fact("a"))
+    stale = ChangeSet(actor="t", reason="r", upserts=[fact("b")], expected_revision=0)
+    with pytest.raises(MemoryConflictError, match="changed concurrently"):
+        storage.save("erin", stale)
+    record = fact("c")
+    point = ChangeSet(
+        actor="t",
+        reason="r",
+        upserts=[record],
+        expected_revision=0,
+        preconditions={("__default__", record["id"]): None},
+        rebase=True,
+    )
+    assert storage.save("erin", point).revision == 2
+    with pytest.raises(MemoryConflictError):
+        summary(storage, "erin", "x", expected_revision=0, rebase=True)
+    assert stores().load("erin", None).revision == 2
+
+
+def test_fact_preconditions_and_missing_deletes_are_refused(stores: OpenStorage) -> None:
+    storage = stores()
+    record = fact("a")
+    create(storage, "fay", record)
+    update = ChangeSet(
+        actor="t",
+        reason="r",
+        upserts=[record | {"content": "b"}],
+        preconditions={("__default__", record["id"]): 7},
+    )
+    with pytest.raises(MemoryConflictError, match=r"revision 1, expected 7"):
+        storage.save("fay", update)
+    must_not_exist = ChangeSet(
+        actor="t",
+        reason="r",
+        upserts=[record | {"content": "b"}],
+        preconditions={("__default__", record["id"]): None},
+    )
+    with pytest.raises(MemoryConflictError):
+        storage.save("fay", must_not_exist)
+    with pytest.raises(FactNotFoundError):
+        storage.save(
+            "fay", ChangeSet(actor="t", reason="r", deletes=[("__default__", "fact_00000000")])
+        )
+    after = stores().load("fay", None)
+    assert after.revision == 1
+    assert after.facts[record["id"]]["content"] == "a"
+
+
+def test_changes_that_change_nothing_make_no_revision(stores: OpenStorage) -> None:
+    storage = stores()
+    assert summary(storage, "new", "") == 0  # a new user's empty summary: nothing stored
+    record = fact("same")
+    create(storage, "gus", record)
+    stored = dict(storage.load("gus", None).facts[record["id"]])
+    result = storage.save(
+        "gus", ChangeSet(actor="t", reason="r", upserts=[stored | {"updatedAt": "later"}])
+    )
+    assert (result.revision, result.change_id) == (1, None)
+    assert len(storage.read_history("gus")) == 1
+    assert list(stores().user_ids()) == ["gus"]  # type: ignore[attr-defined]
+
+
+def test_an_overtaken_create_is_rebased_on_the_current_facts(stores: OpenStorage) -> None:
+    mine, other = stores(), stores()
+    create(mine, "hal", fact("Reads novels"))
+    seen: list[list[str]] = []
+
+    def redo(facts: Any) -> ChangeSet:
+        seen.append(sorted(f["content"] for f in facts.values()))
+        if any(f["content"] == "Lives in Lisbon" for f in facts.values()):
+            raise DuplicateFactError("Lives in Lisbon", "fact_x")
+        return ChangeSet(actor="t", reason="create", upserts=[fact("Lives in Lisbon")])
+
+    computed_at = mine.load("hal", None).revision
+    create(other, "hal", fact("Drinks tea"))  # commits after mine read, before mine commits
+    result = mine.save(
+        "hal",
+        ChangeSet(
+            actor="t",
+            reason="create",
+            upserts=[fact("Lives in Lisbon")],
+            expected_revision=computed_at,
+            rebase_onto=redo,
+        ),
+    )
+    assert result.revision == 3
+    assert seen == [["Drinks tea", "Reads novels"]]
+    contents = sorted(f["content"] for f in other.load("hal", None).facts.values())
+    assert contents == ["Drinks tea", "Lives in Lisbon", "Reads novels"]
+
+
+def test_history_entries_and_an_undo(stores: OpenStorage) -> None:
+    storage = stores()
+    record = fixed(1, "Drinks tea")
+    create(storage, "ivy", record)
+    summary(storage, "ivy", "Tea time")
+    stored = dict(storage.load("ivy", None).facts[record["id"]])
+    storage.save(
+        "ivy",
+        ChangeSet(actor="manual", reason="update_fact", upserts=[stored | {"content": "Coffee"}]),
+    )
+    entries = storage.read_history("ivy")
+    assert [e["revision"] for e in entries] == [1, 2, 3]
+    assert entries[1]["after"]["summaries"] == {"user": {"topOfMind": "Tea time"}}
+    [before], [after] = entries[2]["before"]["facts"], entries[2]["after"]["facts"]
+    assert before["file"].endswith("# Drinks tea\n\nDrinks tea\n")
+    assert after["file"].endswith("# Coffee\n\nCoffee\n")
+    public = history.public_entry(entries[2], "ivy")
+    assert [f["content"] for f in public["after"]["facts"]] == ["Coffee"]
+    snapshot = storage.load("ivy", None)
+    undo = history.revert_changes(
+        entries, entries[2]["change_id"], "ivy", snapshot.revision, snapshot.summaries
+    )
+    assert storage.save("ivy", undo).revision == 4
+    restored = stores().load("ivy", None).facts[record["id"]]
+    assert (restored["content"], restored["revision"]) == ("Drinks tea", 1)
+    last = storage.read_history("ivy")[-1]
+    assert (last["actor"], last["reverts"]) == ("revert", entries[2]["change_id"])
+    again = history.revert_changes(
+        storage.read_history("ivy"), entries[0]["change_id"], "ivy", 4, snapshot.summaries
+    )
+    assert storage.save("ivy", again).revision == 5  # the create undone: the fact is gone
+    assert stores().load("ivy", None).facts == {}
+
+
+def test_an_undo_of_a_fact_changed_since_is_refused(stores: OpenStorage) -> None:
+    storage = stores()
+    record = fact("Drinks tea")
+    create(storage, "jo", record)
+    stored = dict(storage.load("jo", None).facts[record["id"]])
+    storage.save("jo", ChangeSet(actor="t", reason="u", upserts=[stored | {"content": "Milk"}]))
+    entries = storage.read_history("jo")
+    snapshot = storage.load("jo", None)
+    undo = history.revert_changes(
+        entries, entries[0]["change_id"], "jo", snapshot.revision, snapshot.summaries
+    )
+    with pytest.raises(MemoryConflictError, match="has changed since"):
+        storage.save("jo", undo)
+
+
+def test_users_are_isolated(stores: OpenStorage) -> None:
+    storage = stores()
+    odd = "alice@example.com/../bob 🦌"
+    create(storage, odd, fact("Alice's secret"))
+    create(storage, "bob", fact("Bob's plan"))
+    create(storage, "bob", fact("Bob's other plan"))
+    assert [f["content"] for f in storage.load(odd, None).facts.values()] == ["Alice's secret"]
+    assert len(stores().load("bob", None).facts) == 2
+    assert len(storage.read_history(odd)) == 1
+    assert sorted(stores().user_ids()) == sorted([odd, "bob"])  # type: ignore[attr-defined]
+    revision, records = stores().scan(odd)  # type: ignore[attr-defined]
+    assert (revision, [r["content"] for r in records]) == (1, ["Alice's secret"])
+    assert storage.read_history("carol") == []
+
+
+def test_a_cached_snapshot_is_handed_out_while_nothing_changed(stores: OpenStorage) -> None:
+    mine, other = stores(), stores()
+    create(mine, "kim", fact("one"), fact("two", "coder"))
+    first = mine.load("kim", None)
+    second = mine.load("kim", None)
+    assert second.facts is first.facts
+    assert second.summaries["user"] is first.summaries["user"]
+    create(other, "kim", fact("three", "coder"))  # another bucket: the facts stay the same
+    third = mine.load("kim", None)
+    assert third.revision == 2
+    assert third.facts == first.facts
+    assert third.summaries["user"] == first.summaries["user"]
+    create(mine, "kim", fact("four"))
+    fourth = mine.load("kim", None)
+    assert fourth.changed_from is not None
+    assert fourth.changed_from[0] is third.facts or mine.reload("kim", None).facts == fourth.facts
+    assert sorted(f["content"] for f in fourth.facts.values()) == ["four", "one"]
+
+
+def test_the_same_writes_give_the_same_memory_on_both_engines(
+    postgres_url: str, tmp_path: Path
+) -> None:
+    """What the files engine stores and what the PostgreSQL engine stores read back alike:
+    snapshots, history (with the fact file text) and scans, but for change ids and times."""
+    seen = []
+    for engine in ENGINES:
+        with opened_stores(engine, tmp_path / engine, postgres_url) as open_storage:
+            storage = open_storage()
+            create(storage, "u", fixed(1, "Drinks tea", topics=["food"], event_time="May"))
+            create(storage, "u", fixed(2, "Writes Rust", "coder", confidence=0.9))
+            create(storage, "u", fixed(3, "Reviews Go", "coder"))
+            summary(storage, "u", "Moving house")
+            stored = dict(storage.load("u", None).facts[f"fact_{1:032x}"])
+            storage.save(
+                "u",
+                ChangeSet(
+                    actor="manual",
+                    reason="update_fact",
+                    upserts=[stored | {"content": "Drinks green tea", "unknownKey": [1, "x"]}],
+                ),
+            )
+            storage.save(
+                "u", ChangeSet(actor="t", reason="d", deletes=[("coder", fixed(2, "")["id"])])
+            )
+            entries = storage.read_history("u")
+            snapshot = storage.load("u", None)
+            undo = history.revert_changes(
+                entries, entries[3]["change_id"], "u", snapshot.revision, snapshot.summaries
+            )
+            storage.save("u", undo)
+            reopened = open_storage()
+            seen.append(
+                normalised(
+                    {
+                        "snapshots": [
+                            _plain(s.load("u", a))
+                            for s in (storage, reopened)
+                            for a in (None, "coder")
+                        ],
+                        "history": reopened.read_history("u"),
+                        "scan": reopened.scan("u"),  # type: ignore[attr-defined]
+                    }
+                )
+            )
+    assert seen[0] == seen[1]
+
+
+def _plain(snapshot: MemorySnapshot) -> dict[str, Any]:
+    return asdict(snapshot) | {"changed_from": None}
+
+
+def test_a_user_dumped_and_restored_reads_back_the_same(
+    pg: PostgresMemoryStorage, postgres_url: str, tmp_path: Path
+) -> None:
+    user = "zoë@example.com"
+    create(pg, user, fact("Drinks tea", confidence=1.0))
+    create(pg, user, fact("Writes Rust", "coder", unknownKey={"nested": [1, 2.5, None]}))
+    summary(pg, user, "Moving house")
+    dump = pg.dump_user(user)
+    assert (dump.revision, len(dump.facts), len(dump.history)) == (3, 2, 3)
+    with postgres_storage(postgres_config(postgres_url, tmp_path / "copy")) as copy:
+        copy.restore_user(dump)
+        assert copy.dump_user(user) == dump
+        assert list(copy.user_ids()) == [user]
+        with pytest.raises(MemoryConflictError, match="already has a memory"):
+            copy.restore_user(dump)
+        entries = copy.read_history(user)
+        snapshot = copy.load(user, "coder")
+        undo = history.revert_changes(
+            entries, entries[1]["change_id"], user, snapshot.revision, snapshot.summaries
+        )
+        assert copy.save(user, undo).revision == 4  # the restored history undoes as it did
+        assert copy.load(user, "coder").facts == {}
+    assert pg.load(user, "coder").revision == 3
+
+
+def test_a_dump_that_is_not_a_memory_is_refused_whole(pg: PostgresMemoryStorage) -> None:
+    create(pg, "src", fact("Drinks tea"))
+    dump = pg.dump_user("src")
+    bad_fact = dict(dump.facts[0]) | {"category": "gossip"}
+    for broken in (
+        dump.__class__(**(asdict(dump) | {"facts": [bad_fact]})),
+        dump.__class__(**(asdict(dump) | {"history": [dict(dump.history[0]) | {"revision": 9}]})),
+        dump.__class__(**(asdict(dump) | {"user_id": "other"})),  # the facts name "src"
+    ):
+        with pytest.raises(ValueError, match="dump of"):
+            pg.restore_user(broken)
+    assert list(pg.user_ids()) == ["src"]
+
+
+DAMAGE = [
+    ("UPDATE facts SET record = (record::jsonb - 'content')::json", "no content"),
+    (
+        "UPDATE facts SET record = jsonb_set(record::jsonb, '{revision}', '\"3\"')::json",
+        "revision '3'",
+    ),
+    ("UPDATE facts SET record = '[1, 2]'", "not a JSON object"),
+    (
+        "UPDATE facts SET record = jsonb_set(record::jsonb, '{user_id}', '\"mallory\"')::json",
+        "scope",
+    ),
+    ("UPDATE users SET user_id = 'mallory'", "not the user of this row"),
+    ("UPDATE users SET summaries = '{\"user\": {}}'", "summaries"),
+    ("UPDATE users SET revision = -4", "revision -4"),
+    ("UPDATE history SET entry = '\"an entry\"'", "not an audit entry"),
+]
+
+
+@pytest.mark.parametrize(("damage", "problem"), DAMAGE)
+def test_a_row_damaged_by_hand_is_corruption_and_left_alone(
+    pg: PostgresMemoryStorage, postgres_url: str, tmp_path: Path, damage: str, problem: str
+) -> None:
+    record = fact("Likes tea")
+    create(pg, "carol", record)
+    run_sql(pg.config, damage)
+    everything = "SELECT * FROM users, facts, history"
+    before = run_sql(pg.config, everything)
+    with postgres_storage(pg.config) as fresh:
+        with pytest.raises(MemoryCorruptionError, match=problem) as caught:
+            read_all(fresh, "carol")
+        assert pg.config.database_schema in str(caught.value)
+        with pytest.raises(MemoryCorruptionError):
+            fresh.dump_user("carol")
+        if "history" not in damage:
+            with pytest.raises(MemoryCorruptionError):
+                create(fresh, "carol", record | {"content": "Likes coffee"})  # the write reads it
+    assert run_sql(pg.config, everything) == before
+
+
+def read_all(storage: MemoryStorage, user: str) -> None:
+    storage.reload(user, None)
+    storage.read_history(user)
+
+
+def test_a_cached_load_is_one_query(
+    pg: PostgresMemoryStorage, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    create(pg, "lee", *(fact(f"Fact number {i}") for i in range(500)))
+    first = pg.load("lee", None)
+    statements: list[str] = []
+    original = psycopg.Connection.execute
+
+    def counting(self: Any, query: Any, *args: Any, **kwargs: Any) -> Any:
+        statements.append(str(query))
+        return original(self, query, *args, **kwargs)
+
+    monkeypatch.setattr(psycopg.Connection, "execute", counting)
+    snapshot = pg.load("lee", None)
+    monkeypatch.undo()
+    assert snapshot.facts is first.facts
+    assert len(statements) == 1
