@@ -14,6 +14,9 @@ import pytest
 from deerflow.agents.memory.backends.deermem.deermem import history
 from deerflow.agents.memory.backends.deermem.deermem.core.changes import ChangeSet, MemorySnapshot
 from deerflow.agents.memory.backends.deermem.deermem.core.storage import MemoryStorage
+from deerflow.agents.memory.backends.deermem.deermem.postgres.connection import (
+    DatabaseUnavailableError,
+)
 from deerflow.agents.memory.backends.deermem.deermem.postgres.storage import (
     PostgresMemoryStorage,
 )
@@ -408,6 +411,20 @@ def test_a_row_damaged_by_hand_is_corruption_and_left_alone(
 def read_all(storage: MemoryStorage, user: str) -> None:
     storage.reload(user, None)
     storage.read_history(user)
+
+
+def test_a_lost_connection_is_a_typed_error_and_the_next_read_reconnects(
+    pg: PostgresMemoryStorage,
+) -> None:
+    create(pg, "max", fact("Drinks tea"))
+    run_sql(
+        pg.config,
+        "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE pid <> pg_backend_pid()"
+        " AND datname = current_database() AND backend_type = 'client backend'",
+    )
+    with pytest.raises(DatabaseUnavailableError, match=pg.config.database_schema):
+        pg.load("max", None)
+    assert len(pg.reload("max", None).facts) == 1
 
 
 def test_a_cached_load_is_one_query(

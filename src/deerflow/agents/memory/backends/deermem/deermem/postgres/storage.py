@@ -19,7 +19,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Final
 
-from psycopg import Rollback
+from psycopg import OperationalError, Rollback
+from psycopg_pool import PoolTimeout
 
 from deerflow.agents.memory.backends.deermem.deermem.core.changes import (
     ChangeSet,
@@ -46,6 +47,9 @@ from deerflow.agents.memory.backends.deermem.deermem.core.paths import (
 )
 from deerflow.agents.memory.backends.deermem.deermem.core.storage import MemoryStorage
 from deerflow.agents.memory.backends.deermem.deermem.engine import UserDump
+from deerflow.agents.memory.backends.deermem.deermem.postgres.connection import (
+    DatabaseUnavailableError,
+)
 from deerflow.agents.memory.backends.deermem.deermem.postgres.records import (
     Document,
     checked_document,
@@ -282,7 +286,7 @@ class PostgresMemoryStorage(MemoryStorage):
         user_key = safe_user_id(dump.user_id)
         with self._connection() as conn, conn.transaction():
             write_dump(conn, self._schema, user_key, dump)
-        self._documents.pop(user_key, None)
+        self._drop(user_key)
 
     # -- writing -------------------------------------------------------------------------------
 
@@ -551,14 +555,24 @@ class PostgresMemoryStorage(MemoryStorage):
     @contextmanager
     def _connection(self) -> Iterator[Connection[Any]]:
         """A pooled connection in autocommit mode: a read is one round trip; writes open a
-        transaction of their own."""
-        with self._pool.connection() as conn:
-            conn.autocommit = True
-            try:
-                yield conn
-            finally:
-                if not conn.closed:
-                    conn.autocommit = False
+        transaction of their own.
+
+        Raises:
+            DatabaseUnavailableError: no connection, or it broke; a write it interrupted is
+                committed whole or not at all.
+        """
+        try:
+            with self._pool.connection() as conn:
+                conn.autocommit = True
+                try:
+                    yield conn
+                finally:
+                    if not conn.closed:
+                        conn.autocommit = False
+        except (OperationalError, PoolTimeout) as exc:
+            raise DatabaseUnavailableError(
+                f"the memory database ({self._schema}) failed: {str(exc).strip()}"
+            ) from exc
 
     def _where(self, user_key: str) -> str:
         return f"{self._schema}.users (user {user_key})"
