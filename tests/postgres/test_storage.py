@@ -278,6 +278,29 @@ def test_a_cached_snapshot_is_handed_out_while_nothing_changed(stores: OpenStora
     assert sorted(f["content"] for f in fourth.facts.values()) == ["four", "one"]
 
 
+def test_another_process_commit_rereads_only_what_changed(
+    pg: PostgresMemoryStorage,
+) -> None:
+    """After another process's commit a bucket is read again, but records whose rows are
+    unchanged stay the same objects: untouched by the commit, the bucket's very mapping."""
+    with postgres_storage(pg.config) as other:
+        tea, rust = fact("Drinks tea"), fact("Writes Rust")
+        create(other, "ned", tea, rust)
+        first = pg.load("ned", None)
+        create(other, "ned", fact("Reviews Go", "coder"))
+        assert pg.load("ned", None).facts is first.facts
+        changed = dict(other.load("ned", None).facts[tea["id"]]) | {"content": "Drinks coffee"}
+        other.save("ned", ChangeSet(actor="t", reason="u", upserts=[changed]))
+        create(other, "ned", fact("Lives in Lisbon"))
+        after = pg.load("ned", None)
+    assert after.changed_from is not None
+    assert after.changed_from[0] is first.facts
+    assert after.facts[rust["id"]] is first.facts[rust["id"]]
+    assert after.facts[tea["id"]]["content"] == "Drinks coffee"
+    assert list(after.facts)[:2] == list(first.facts)  # replaced in place, added at the end
+    assert len(after.changed_from[1]) == 2
+
+
 def test_the_same_writes_give_the_same_memory_on_both_engines(
     postgres_url: str, tmp_path: Path
 ) -> None:

@@ -97,11 +97,13 @@ _DOCUMENT: Final = (
     "SELECT u.user_id, u.revision, u.last_updated, u.summaries,"
     " ARRAY(SELECT DISTINCT f.bucket FROM facts f WHERE f.user_key = k.user_key ORDER BY 1)"
 )
-# One statement, so one snapshot: the document and the facts agree on the revision.
+# One statement, so one snapshot: the document (the row without a fact id) and the facts
+# agree on the revision. Records come as text, so the unchanged ones are not parsed again.
 _WHOLE: Final = (
-    f"{_DOCUMENT}, (SELECT json_object_agg(f.fact_id, f.record ORDER BY f.fact_id) FROM facts f"
-    " WHERE f.user_key = k.user_key AND f.bucket = %(bucket)s)"
-    " FROM (SELECT %(user)s::text AS user_key) k LEFT JOIN users u ON u.user_key = k.user_key"
+    f"SELECT NULL::text, NULL::text, d.* FROM ({_DOCUMENT} FROM (SELECT %(user)s::text"
+    " AS user_key) k LEFT JOIN users u ON u.user_key = k.user_key) d"
+    " UNION ALL SELECT fact_id, record::text, NULL, NULL, NULL, NULL, NULL FROM facts"
+    " WHERE user_key = %(user)s AND bucket = %(bucket)s"
 )
 _SOME: Final = (
     "SELECT u.revision, (SELECT json_object_agg(f.fact_id, f.record) FROM facts f"
@@ -121,7 +123,8 @@ _LOCK: Final = (
 class _Bucket:
     revision: int
     facts: dict[str, dict[str, Any]]
-    # Carried over by a commit: the facts before it and the ids it changed (`changed_from`).
+    texts: dict[str, str]  # each record's JSON text as stored
+    # The facts of an earlier state and the ids changed since (`changed_from`).
     changed_from: tuple[dict[str, dict[str, Any]], tuple[str, ...]] | None = None
 
 
@@ -162,14 +165,50 @@ class PostgresMemoryStorage(MemoryStorage):
 
     def _read_whole(self, raw_user: str, user_key: str, bucket: str) -> MemorySnapshot:
         with self._connection() as conn:
-            row = conn.execute(_WHOLE, {"user": user_key, "bucket": bucket}).fetchone()
-        assert row is not None  # one row: the LEFT JOIN keeps the user key
-        document = self._document(raw_user, user_key, row[:5])
-        facts = self._facts(raw_user, user_key, bucket, row[5] or {})
-        read = _Bucket(document.revision, facts)
+            rows = conn.execute(_WHOLE, {"user": user_key, "bucket": bucket}).fetchall()
+        texts = {row[0]: row[1] for row in rows if row[0] is not None}
+        [head] = [row[2:] for row in rows if row[0] is None]  # the LEFT JOIN keeps the key
+        document = self._document(raw_user, user_key, head)
+        read = self._merged(raw_user, user_key, bucket, document.revision, texts)
         self._cache(user_key, document)
         self._buckets[(user_key, bucket)] = read
         return _snapshot(raw_user, bucket, document, read)
+
+    def _merged(
+        self, raw_user: str, user_key: str, bucket: str, revision: int, texts: dict[str, str]
+    ) -> _Bucket:
+        """The bucket read as `texts`, taking each record whose text is unchanged since the
+        cached read of it (the same object, not parsed or checked again), and saying what
+        changed (`changed_from`): while only other buckets changed, the very same mapping."""
+        earlier = self._buckets.get((user_key, bucket))
+        if earlier is None:
+            facts = {
+                fact_id: self._fact(raw_user, user_key, bucket, fact_id, text)
+                for fact_id, text in texts.items()
+            }
+            return _Bucket(revision, facts, texts)
+        facts = {}
+        changed = []
+        for fact_id, record in earlier.facts.items():  # removed, or replaced in place
+            text = texts.get(fact_id)
+            if text is not None and text == earlier.texts[fact_id]:
+                facts[fact_id] = record
+                continue
+            changed.append(fact_id)
+            if text is not None:
+                facts[fact_id] = self._fact(raw_user, user_key, bucket, fact_id, text)
+        for fact_id, text in texts.items():  # added at the end
+            if fact_id not in earlier.facts:
+                changed.append(fact_id)
+                facts[fact_id] = self._fact(raw_user, user_key, bucket, fact_id, text)
+        if not changed:
+            return _Bucket(revision, earlier.facts, earlier.texts, earlier.changed_from)
+        return _Bucket(revision, facts, texts, (earlier.facts, tuple(changed)))
+
+    def _fact(
+        self, raw_user: str, user_key: str, bucket: str, fact_id: str, text: str
+    ) -> dict[str, Any]:
+        return checked_fact(self._schema, user_key, raw_user, bucket, fact_id, json.loads(text))
 
     def _document(self, raw_user: str, user_key: str, row: tuple[Any, ...]) -> Document:
         """The user's document from (user_id, revision, last_updated, summaries, buckets): the
@@ -322,7 +361,7 @@ class PostgresMemoryStorage(MemoryStorage):
             if not after and not summaries:  # no revision; nor a row for a new user
                 unchanged = CommitResult(document.revision, None, document.last_updated)
                 raise Rollback
-            new, result = self._commit(
+            new, result, written = self._commit(
                 conn,
                 raw_user,
                 user_key,
@@ -334,7 +373,7 @@ class PostgresMemoryStorage(MemoryStorage):
             )
         if unchanged is not None:
             return unchanged
-        self._update_cache(user_key, document, new, after, result.upserted)
+        self._update_cache(user_key, document, new, after, written)
         return result
 
     def _locked(self, conn: Connection[Any], raw_user: str, user_key: str) -> Document:
@@ -364,13 +403,12 @@ class PostgresMemoryStorage(MemoryStorage):
         if cached is not None and cached.revision == revision:
             return cached.facts
         rows = conn.execute(
-            "SELECT fact_id, record FROM facts WHERE user_key = %s AND bucket = %s"
-            " ORDER BY fact_id",
+            "SELECT fact_id, record::text FROM facts WHERE user_key = %s AND bucket = %s",
             (user_key, bucket),
         ).fetchall()
-        facts = self._facts(raw_user, user_key, bucket, dict(rows))
-        self._buckets[(user_key, bucket)] = _Bucket(revision, facts)
-        return facts
+        read = self._merged(raw_user, user_key, bucket, revision, dict(rows))
+        self._buckets[(user_key, bucket)] = read
+        return read.facts
 
     def _current(
         self, conn: Connection[Any], raw_user: str, user_key: str, keys: set[FactKey]
@@ -425,8 +463,9 @@ class PostgresMemoryStorage(MemoryStorage):
             dict[FactKey, bytes | None], dict[str, dict[str, str]], list[dict[str, Any]]
         ],
         now: str,
-    ) -> tuple[Document, CommitResult]:
-        """Write the change under the lock: facts, the audit entry, then the user's row."""
+    ) -> tuple[Document, CommitResult, dict[FactKey, tuple[dict[str, Any], str]]]:
+        """Write the change under the lock: facts, the audit entry, then the user's row.
+        Returns the new document, the result and each written record with its JSON text."""
         after, summaries, upserted = changed
         revision = document.revision + 1
         change_id = new_change_id()
@@ -483,7 +522,7 @@ class PostgresMemoryStorage(MemoryStorage):
             upserted=tuple(records[key] for key in texts),
             deleted=tuple(key for key, data in after.items() if data is None),
         )
-        return new, result
+        return new, result, {key: (records[key], texts[key]) for key in texts}
 
     # -- caching -------------------------------------------------------------------------------
 
@@ -504,10 +543,9 @@ class PostgresMemoryStorage(MemoryStorage):
         old: Document,
         new: Document,
         after: Mapping[FactKey, bytes | None],
-        upserted: Iterable[Mapping[str, Any]],
+        records: Mapping[FactKey, tuple[dict[str, Any], str]],
     ) -> None:
         """Carry the cached buckets over to the new revision instead of reading them again."""
-        records = {(record["agent_name"], record["id"]): record for record in upserted}
         known = self._documents.get(user_key)
         # The buckets holding facts, while known: a bucket cached whole is known to be empty.
         buckets = (
@@ -522,18 +560,17 @@ class PostgresMemoryStorage(MemoryStorage):
                 continue
             changed = [key for key in after if key[0] == bucket]
             if not changed:  # the same facts: the same mapping, so what is derived from it holds
-                self._buckets[(cached_user, bucket)] = _Bucket(
-                    new.revision, cached.facts, cached.changed_from
-                )
+                self._buckets[(cached_user, bucket)] = replace(cached, revision=new.revision)
                 continue
-            facts = dict(cached.facts)
+            facts, texts = dict(cached.facts), dict(cached.texts)
             for key in changed:
                 if after[key] is None:
                     facts.pop(key[1], None)
+                    texts.pop(key[1], None)
                 else:
-                    facts[key[1]] = dict(records[key])
+                    facts[key[1]], texts[key[1]] = records[key]
             self._buckets[(cached_user, bucket)] = _Bucket(
-                new.revision, facts, (cached.facts, tuple(key[1] for key in changed))
+                new.revision, facts, texts, (cached.facts, tuple(key[1] for key in changed))
             )
             if buckets is not None:
                 (buckets.add if facts else buckets.discard)(bucket)
