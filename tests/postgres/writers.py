@@ -14,9 +14,9 @@ from collections.abc import Callable
 from typing import IO
 
 from deerflow.agents.memory.backends.deermem.deermem.config import DeerMemConfig
-from deerflow.agents.memory.backends.deermem.deermem.core.changes import ChangeSet
 from deerflow.agents.memory.backends.deermem.deermem.core.storage import MemoryStorage
 from deerflow.agents.memory.manager import MemoryConflictError
+from tests.deermem.crash_writer import numbered_writes
 from tests.deermem.storage_helpers import create, fact
 from tests.postgres.engines import postgres_storage
 
@@ -39,22 +39,10 @@ def creates(storage: MemoryStorage, user: str, report: Report, name: str, count:
 
 
 def commits(storage: MemoryStorage, user: str, report: Report, count: int) -> None:
-    """Commit numbered multi-fact writes, reporting each number once `save` returned: write n
-    adds three facts tagged `w{n}-a/b/c`, deletes those of write n-1 and sets the work
-    summary to `write n`, so each write is either wholly there or wholly absent."""
-    for _ in range(count):
-        snapshot = storage.load(user, None)
-        n = snapshot.revision + 1
-        changes = ChangeSet(
-            actor="test",
-            reason=f"write {n}",
-            summaries={"user": {"workContext": f"write {n}"}},
-            upserts=[fact(f"w{n}-{part}") for part in "abc"],
-            deletes=[("__default__", fact_id) for fact_id in snapshot.facts],
-            expected_revision=snapshot.revision,
-        )
-        storage.save(user, changes)
-        report(str(n))
+    """The crash test's numbered writes (`tests/deermem/crash_writer.py`): write n adds three
+    facts tagged `w{n}-a/b/c`, deletes those of write n-1 and sets the work summary to
+    `write n`, so each write is either wholly there or wholly absent."""
+    numbered_writes(storage, user, count, report)
 
 
 def fork_writer(
