@@ -12,8 +12,13 @@ import psycopg
 import pytest
 
 from deerflow.agents.memory.backends.deermem.deermem import history
+from deerflow.agents.memory.backends.deermem.deermem.config import DeerMemConfig
 from deerflow.agents.memory.backends.deermem.deermem.core.changes import ChangeSet, MemorySnapshot
-from deerflow.agents.memory.backends.deermem.deermem.core.storage import MemoryStorage
+from deerflow.agents.memory.backends.deermem.deermem.core.storage import (
+    FileMemoryStorage,
+    MemoryStorage,
+)
+from deerflow.agents.memory.backends.deermem.deermem.engine import UserDump
 from deerflow.agents.memory.backends.deermem.deermem.postgres.connection import (
     DatabaseUnavailableError,
 )
@@ -376,6 +381,37 @@ def test_a_user_dumped_and_restored_reads_back_the_same(
         assert copy.save(user, undo).revision == 4  # the restored history undoes as it did
         assert copy.load(user, "coder").facts == {}
     assert pg.load(user, "coder").revision == 3
+
+
+def test_a_files_store_restored_into_postgres_reads_back_the_same(
+    pg: PostgresMemoryStorage, tmp_path: Path
+) -> None:
+    files = FileMemoryStorage(DeerMemConfig(storage_path=str(tmp_path / "files")))
+    user = "ümit"
+    create(files, user, fixed(1, "Drinks tea", topics=["food"]))
+    create(files, user, fixed(2, "Writes Rust", "coder", confidence=1.0))
+    summary(files, user, "Moving house")
+    snapshot = files.load(user, None)
+    revision, records = files.scan(user)
+    pg.restore_user(
+        UserDump(
+            user_id=user,
+            revision=revision,
+            last_updated=snapshot.last_updated,
+            summaries=snapshot.summaries,
+            facts=records,
+            history=files.read_history(user),
+        )
+    )
+    for bucket in (None, "coder"):
+        assert _plain(pg.load(user, bucket)) == _plain(files.load(user, bucket))
+    assert pg.read_history(user) == files.read_history(user)
+    entries = pg.read_history(user)
+    undo = history.revert_changes(entries, entries[1]["change_id"], user, 3, snapshot.summaries)
+    assert pg.save(user, undo).revision == files.save(user, undo).revision == 4
+    assert pg.load(user, "coder").facts == files.load(user, "coder").facts == {}
+    assert normalised(pg.read_history(user)) == normalised(files.read_history(user))
+    files.close()
 
 
 def test_a_dump_that_is_not_a_memory_is_refused_whole(pg: PostgresMemoryStorage) -> None:

@@ -50,9 +50,12 @@ def json_text(value: Any) -> str:
     """`value` as the JSON text a `json` column keeps verbatim.
 
     Raises:
-        ValueError: a float that JSON cannot hold (NaN, an infinity).
+        ValueError: a value JSON cannot hold (NaN, an infinity, a date, a set, ...).
     """
-    return json.dumps(value, ensure_ascii=False, allow_nan=False)
+    try:
+        return json.dumps(value, ensure_ascii=False, allow_nan=False)
+    except TypeError as exc:
+        raise ValueError(f"not storable as JSON: {exc}") from None
 
 
 def fact_name(schema: str, user_key: str, bucket: str, fact_id: str) -> str:
