@@ -3,6 +3,7 @@ and on PostgreSQL dump and restore of a user and rows damaged by hand."""
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterator
 from dataclasses import asdict
 from pathlib import Path
@@ -19,6 +20,7 @@ from deerflow.agents.memory.backends.deermem.deermem.core.storage import (
     MemoryStorage,
 )
 from deerflow.agents.memory.backends.deermem.deermem.engine import UserDump
+from deerflow.agents.memory.backends.deermem.deermem.postgres import storage as storage_module
 from deerflow.agents.memory.backends.deermem.deermem.postgres.connection import (
     DatabaseUnavailableError,
 )
@@ -470,6 +472,43 @@ def test_a_row_damaged_by_hand_is_corruption_and_left_alone(
 def read_all(storage: MemoryStorage, user: str) -> None:
     storage.reload(user, None)
     storage.read_history(user)
+
+
+def test_threads_of_one_process_commit_at_once_and_its_cache_keeps_up(
+    pg: PostgresMemoryStorage,
+) -> None:
+    """Threads share the storage's cache: each commit carries it over, whatever the order."""
+    errors: list[BaseException] = []
+
+    def write(name: str) -> None:
+        try:
+            for i in range(15):
+                create(pg, "pat", fact(f"{name} fact {i}", "coder" if i % 3 else "__default__"))
+                pg.load("pat", "coder" if i % 2 else None)
+        except BaseException as exc:  # reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=write, args=(f"t{n}",)) for n in range(6)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert errors == []
+    for bucket in (None, "coder"):
+        cached = pg.load("pat", bucket)
+        assert cached.revision == 90
+        assert cached.facts == pg.reload("pat", bucket).facts
+    assert len(pg.load("pat", None).facts) + len(pg.load("pat", "coder").facts) == 90
+
+
+def test_users_are_listed_page_by_page(
+    pg: PostgresMemoryStorage, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(storage_module, "USER_PAGE", 2)
+    users = [f"user-{n}" for n in range(5)]
+    for user in users:
+        create(pg, user, fact("Drinks tea"))
+    assert sorted(pg.user_ids()) == users
 
 
 def test_a_lost_connection_is_a_typed_error_and_the_next_read_reconnects(
