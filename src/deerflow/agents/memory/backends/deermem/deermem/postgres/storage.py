@@ -16,7 +16,6 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Final
 
 from psycopg import OperationalError, Rollback
@@ -47,6 +46,11 @@ from deerflow.agents.memory.backends.deermem.deermem.core.paths import (
 )
 from deerflow.agents.memory.backends.deermem.deermem.core.storage import MemoryStorage
 from deerflow.agents.memory.backends.deermem.deermem.engine import UserDump
+from deerflow.agents.memory.backends.deermem.deermem.postgres.cache import (
+    CachedBucket,
+    ParseRecord,
+    UserCache,
+)
 from deerflow.agents.memory.backends.deermem.deermem.postgres.connection import (
     DatabaseUnavailableError,
 )
@@ -90,7 +94,6 @@ MIGRATIONS: Final = (
 )
 # Users listed per query by `user_ids`, which holds no connection between pages.
 USER_PAGE: Final = 1000
-CACHED_USERS: Final = 4096
 
 _REVISION: Final = "SELECT revision FROM users WHERE user_key = %s"
 _DOCUMENT: Final = (
@@ -119,15 +122,6 @@ _LOCK: Final = (
 )
 
 
-@dataclass(frozen=True, slots=True)
-class _Bucket:
-    revision: int
-    facts: dict[str, dict[str, Any]]
-    texts: dict[str, str]  # each record's JSON text as stored
-    # The facts of an earlier state and the ids changed since (`changed_from`).
-    changed_from: tuple[dict[str, dict[str, Any]], tuple[str, ...]] | None = None
-
-
 class PostgresMemoryStorage(MemoryStorage):
     """Memory in the PostgreSQL database of `pool` (the engine's; it opens and closes it),
     in `config.database_schema`, whose tables this migrates on construction."""
@@ -138,15 +132,14 @@ class PostgresMemoryStorage(MemoryStorage):
         self._schema = config.database_schema
         with pool.connection() as conn:
             migrate(conn, self._schema, PART, MIGRATIONS)
-        self._documents: dict[str, Document] = {}
-        self._buckets: dict[tuple[str, str], _Bucket] = {}
+        self._cache = UserCache()
 
     # -- reading -------------------------------------------------------------------------------
 
     def load(self, user_id: str | None, agent_name: str | None) -> MemorySnapshot:
         raw_user, user_key, bucket = _scope(user_id, agent_name)
-        document = self._documents.get(user_key)
-        cached = self._buckets.get((user_key, bucket))
+        document = self._cache.document(user_key)
+        cached = self._cache.bucket(user_key, bucket)
         if document is not None and cached is not None and cached.revision == document.revision:
             with self._connection() as conn:
                 row = conn.execute(_REVISION, (user_key,)).fetchone()
@@ -160,8 +153,7 @@ class PostgresMemoryStorage(MemoryStorage):
         return self._read_whole(raw_user, user_key, bucket)
 
     def close(self) -> None:
-        self._documents.clear()
-        self._buckets.clear()
+        self._cache.clear()
 
     def _read_whole(self, raw_user: str, user_key: str, bucket: str) -> MemorySnapshot:
         with self._connection() as conn:
@@ -169,52 +161,24 @@ class PostgresMemoryStorage(MemoryStorage):
         texts = {row[0]: row[1] for row in rows if row[0] is not None}
         [head] = [row[2:] for row in rows if row[0] is None]  # the LEFT JOIN keeps the key
         document = self._document(raw_user, user_key, head)
-        read = self._merged(raw_user, user_key, bucket, document.revision, texts)
-        self._cache(user_key, document)
-        self._buckets[(user_key, bucket)] = read
+        read = self._cache.merged(
+            user_key, bucket, document.revision, texts, self._parser(raw_user, user_key, bucket)
+        )
+        self._cache.put_document(user_key, document)
+        self._cache.put_bucket(user_key, bucket, read)
         return _snapshot(raw_user, bucket, document, read)
 
-    def _merged(
-        self, raw_user: str, user_key: str, bucket: str, revision: int, texts: dict[str, str]
-    ) -> _Bucket:
-        """The bucket read as `texts`, taking each record whose text is unchanged since the
-        cached read of it (the same object, not parsed or checked again), and saying what
-        changed (`changed_from`): while only other buckets changed, the very same mapping."""
-        earlier = self._buckets.get((user_key, bucket))
-        if earlier is None:
-            facts = {
-                fact_id: self._fact(raw_user, user_key, bucket, fact_id, text)
-                for fact_id, text in texts.items()
-            }
-            return _Bucket(revision, facts, texts)
-        facts = {}
-        changed = []
-        for fact_id, record in earlier.facts.items():  # removed, or replaced in place
-            text = texts.get(fact_id)
-            if text is not None and text == earlier.texts[fact_id]:
-                facts[fact_id] = record
-                continue
-            changed.append(fact_id)
-            if text is not None:
-                facts[fact_id] = self._fact(raw_user, user_key, bucket, fact_id, text)
-        for fact_id, text in texts.items():  # added at the end
-            if fact_id not in earlier.facts:
-                changed.append(fact_id)
-                facts[fact_id] = self._fact(raw_user, user_key, bucket, fact_id, text)
-        if not changed:
-            return _Bucket(revision, earlier.facts, earlier.texts, earlier.changed_from)
-        return _Bucket(revision, facts, texts, (earlier.facts, tuple(changed)))
+    def _parser(self, raw_user: str, user_key: str, bucket: str) -> ParseRecord:
+        def parse(fact_id: str, text: str) -> dict[str, Any]:
+            return checked_fact(self._schema, user_key, raw_user, bucket, fact_id, json.loads(text))
 
-    def _fact(
-        self, raw_user: str, user_key: str, bucket: str, fact_id: str, text: str
-    ) -> dict[str, Any]:
-        return checked_fact(self._schema, user_key, raw_user, bucket, fact_id, json.loads(text))
+        return parse
 
     def _document(self, raw_user: str, user_key: str, row: tuple[Any, ...]) -> Document:
         """The user's document from (user_id, revision, last_updated, summaries, buckets): the
         cached object while it is the same, so what callers derived from it holds."""
         *stored, buckets = row
-        known = self._documents.get(user_key)
+        known = self._cache.document(user_key)
         if stored[0] is None:  # no row: nothing stored yet
             if buckets:
                 raise MemoryCorruptionError(
@@ -243,7 +207,7 @@ class PostgresMemoryStorage(MemoryStorage):
             found = conn.execute(_SOME, {"user": user_key, "bucket": bucket, "ids": wanted})
             stored, rows = found.fetchone() or (None, None)
         revision = 0 if stored is None else checked_revision(self._where(user_key), stored)
-        cached = self._buckets.get((user_key, bucket))
+        cached = self._cache.bucket(user_key, bucket)
         if cached is not None and cached.revision == revision:
             facts: Mapping[str, Mapping[str, Any]] = cached.facts
         else:
@@ -325,7 +289,7 @@ class PostgresMemoryStorage(MemoryStorage):
         user_key = safe_user_id(dump.user_id)
         with self._connection() as conn, conn.transaction():
             write_dump(conn, self._schema, user_key, dump)
-        self._drop(user_key)
+        self._cache.drop(user_key)
 
     # -- writing -------------------------------------------------------------------------------
 
@@ -373,7 +337,7 @@ class PostgresMemoryStorage(MemoryStorage):
             )
         if unchanged is not None:
             return unchanged
-        self._update_cache(user_key, document, new, after, written)
+        self._cache.carry_over(user_key, document, new, after, written)
         return result
 
     def _locked(self, conn: Connection[Any], raw_user: str, user_key: str) -> Document:
@@ -389,7 +353,7 @@ class PostgresMemoryStorage(MemoryStorage):
             )
             row = conn.execute(_LOCK, (user_key,)).fetchone()
             assert row is not None
-        known = self._documents.get(user_key)
+        known = self._cache.document(user_key)
         buckets = () if known is None else known.buckets  # only for the cache; not read here
         document = checked_document(self._schema, user_key, row, buckets)
         if known is not None and known.revision == document.revision and known == document:
@@ -399,15 +363,17 @@ class PostgresMemoryStorage(MemoryStorage):
     def _bucket_under_lock(
         self, conn: Connection[Any], raw_user: str, user_key: str, bucket: str, revision: int
     ) -> Mapping[str, Mapping[str, Any]]:
-        cached = self._buckets.get((user_key, bucket))
+        cached = self._cache.bucket(user_key, bucket)
         if cached is not None and cached.revision == revision:
             return cached.facts
         rows = conn.execute(
             "SELECT fact_id, record::text FROM facts WHERE user_key = %s AND bucket = %s",
             (user_key, bucket),
         ).fetchall()
-        read = self._merged(raw_user, user_key, bucket, revision, dict(rows))
-        self._buckets[(user_key, bucket)] = read
+        read = self._cache.merged(
+            user_key, bucket, revision, dict(rows), self._parser(raw_user, user_key, bucket)
+        )
+        self._cache.put_bucket(user_key, bucket, read)
         return read.facts
 
     def _current(
@@ -440,12 +406,12 @@ class PostgresMemoryStorage(MemoryStorage):
             MemoryConflictError: a touched fact differs from its cached record.
         """
         for (bucket, fact_id), stored in current.items():
-            cached = self._buckets.get((user_key, bucket))
+            cached = self._cache.bucket(user_key, bucket)
             if cached is None or cached.revision != revision:
                 continue
             record = cached.facts.get(fact_id)
             if record != (None if stored is None else stored[1]):
-                self._drop(user_key)
+                self._cache.drop(user_key)
                 raise MemoryConflictError(
                     f"fact {fact_id} was changed outside DeerMem since it was read; "
                     "read again, retry"
@@ -526,67 +492,6 @@ class PostgresMemoryStorage(MemoryStorage):
 
     # -- caching -------------------------------------------------------------------------------
 
-    def _cache(self, user_key: str, document: Document) -> None:
-        if len(self._documents) >= CACHED_USERS and user_key not in self._documents:
-            self._documents.clear()
-            self._buckets.clear()
-        self._documents[user_key] = document
-
-    def _drop(self, user_key: str) -> None:
-        self._documents.pop(user_key, None)
-        for key in [key for key in self._buckets if key[0] == user_key]:
-            del self._buckets[key]
-
-    def _update_cache(
-        self,
-        user_key: str,
-        old: Document,
-        new: Document,
-        after: Mapping[FactKey, bytes | None],
-        records: Mapping[FactKey, tuple[dict[str, Any], str]],
-    ) -> None:
-        """Carry the cached buckets over to the new revision instead of reading them again."""
-        known = self._documents.get(user_key)
-        # The buckets holding facts, while known: a bucket cached whole is known to be empty.
-        buckets = (
-            set(known.buckets) if known is not None and known.revision == old.revision else None
-        )
-        touched = {key[0] for key in after}
-        for (cached_user, bucket), cached in list(self._buckets.items()):
-            if cached_user != user_key:
-                continue
-            if cached.revision != old.revision:
-                del self._buckets[(cached_user, bucket)]
-                continue
-            changed = [key for key in after if key[0] == bucket]
-            if not changed:  # the same facts: the same mapping, so what is derived from it holds
-                self._buckets[(cached_user, bucket)] = replace(cached, revision=new.revision)
-                continue
-            facts, texts = dict(cached.facts), dict(cached.texts)
-            for key in changed:
-                if after[key] is None:
-                    facts.pop(key[1], None)
-                    texts.pop(key[1], None)
-                else:
-                    facts[key[1]], texts[key[1]] = records[key]
-            self._buckets[(cached_user, bucket)] = _Bucket(
-                new.revision, facts, texts, (cached.facts, tuple(key[1] for key in changed))
-            )
-            if buckets is not None:
-                (buckets.add if facts else buckets.discard)(bucket)
-            touched.discard(bucket)
-        for bucket in touched:  # not cached: it holds facts if one was written
-            if buckets is not None and any(
-                key[0] == bucket and data is not None for key, data in after.items()
-            ):
-                buckets.add(bucket)
-            else:
-                buckets = None
-        if buckets is None:  # read again with the next snapshot
-            self._documents.pop(user_key, None)
-        else:
-            self._cache(user_key, replace(new, buckets=tuple(sorted(buckets))))
-
     # -- helpers -------------------------------------------------------------------------------
 
     @contextmanager
@@ -628,7 +533,9 @@ def _empty(raw_user: str) -> Document:
     )
 
 
-def _snapshot(raw_user: str, bucket: str, document: Document, cached: _Bucket) -> MemorySnapshot:
+def _snapshot(
+    raw_user: str, bucket: str, document: Document, cached: CachedBucket
+) -> MemorySnapshot:
     return MemorySnapshot(
         user_id=raw_user,
         bucket=bucket,
