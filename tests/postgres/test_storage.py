@@ -469,6 +469,23 @@ def test_a_row_damaged_by_hand_is_corruption_and_left_alone(
     assert run_sql(pg.config, everything) == before
 
 
+def test_a_change_resting_on_a_row_edited_by_hand_is_refused(pg: PostgresMemoryStorage) -> None:
+    """An operator's UPDATE leaves the revision alone: a write computed from the cached record
+    would overwrite the edit, so it is refused, and the next read sees the edit."""
+    record = fact("Likes tea")
+    create(pg, "olga", record)
+    cached = dict(pg.load("olga", None).facts[record["id"]])
+    run_sql(
+        pg.config,
+        "UPDATE facts SET record"
+        " = jsonb_set(record::jsonb, '{content}', '\"Likes mint tea\"')::json",
+    )
+    update = ChangeSet(actor="t", reason="u", upserts=[cached | {"confidence": 0.9}])
+    with pytest.raises(MemoryConflictError, match="changed outside DeerMem"):
+        pg.save("olga", update)
+    assert pg.load("olga", None).facts[record["id"]]["content"] == "Likes mint tea"
+
+
 def read_all(storage: MemoryStorage, user: str) -> None:
     storage.reload(user, None)
     storage.read_history(user)

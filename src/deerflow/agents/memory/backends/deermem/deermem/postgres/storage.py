@@ -105,8 +105,8 @@ _DOCUMENT: Final = (
 _WHOLE: Final = (
     f"SELECT NULL::text, NULL::text, d.* FROM ({_DOCUMENT} FROM (SELECT %(user)s::text"
     " AS user_key) k LEFT JOIN users u ON u.user_key = k.user_key) d"
-    " UNION ALL SELECT fact_id, record::text, NULL, NULL, NULL, NULL, NULL FROM facts"
-    " WHERE user_key = %(user)s AND bucket = %(bucket)s"
+    " UNION ALL (SELECT fact_id, record::text, NULL, NULL, NULL, NULL, NULL FROM facts"
+    " WHERE user_key = %(user)s AND bucket = %(bucket)s ORDER BY fact_id)"
 )
 _SOME: Final = (
     "SELECT u.revision, (SELECT json_object_agg(f.fact_id, f.record) FROM facts f"
