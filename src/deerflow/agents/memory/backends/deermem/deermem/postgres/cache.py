@@ -71,12 +71,19 @@ class UserCache:
             del self._buckets[key]
 
     def merged(
-        self, user_key: str, bucket: str, revision: int, texts: dict[str, str], parse: ParseRecord
+        self,
+        user_key: str,
+        bucket: str,
+        revision: int,
+        texts: dict[str, str],
+        parse: ParseRecord,
+        *,
+        fresh: bool = False,
     ) -> CachedBucket:
         """The bucket as stored `texts` at `revision`, taking each record whose text is the
         one kept (the same object), and saying what changed since: while nothing of the
-        bucket changed, the very same mapping."""
-        earlier = self._buckets.get((user_key, bucket))
+        bucket changed, the very same mapping. `fresh`: every record parsed again."""
+        earlier = None if fresh else self._buckets.get((user_key, bucket))
         if earlier is None:
             facts = {fact_id: parse(fact_id, text) for fact_id, text in texts.items()}
             return CachedBucket(revision, facts, texts)

@@ -146,24 +146,25 @@ class PostgresMemoryStorage(MemoryStorage):
             revision = 0 if row is None else checked_revision(self._where(user_key), row[0])
             if revision == document.revision:
                 return _snapshot(raw_user, bucket, document, cached)
-        return self._read_whole(raw_user, user_key, bucket)
+        return self._read_whole(raw_user, user_key, bucket, fresh=False)
 
     def reload(self, user_id: str | None, agent_name: str | None) -> MemorySnapshot:
         raw_user, user_key, bucket = _scope(user_id, agent_name)
-        return self._read_whole(raw_user, user_key, bucket)
+        return self._read_whole(raw_user, user_key, bucket, fresh=True)
 
     def close(self) -> None:
         self._cache.clear()
 
-    def _read_whole(self, raw_user: str, user_key: str, bucket: str) -> MemorySnapshot:
+    def _read_whole(
+        self, raw_user: str, user_key: str, bucket: str, *, fresh: bool
+    ) -> MemorySnapshot:
         with self._connection() as conn:
             rows = conn.execute(_WHOLE, {"user": user_key, "bucket": bucket}).fetchall()
         texts = {row[0]: row[1] for row in rows if row[0] is not None}
         [head] = [row[2:] for row in rows if row[0] is None]  # the LEFT JOIN keeps the key
         document = self._document(raw_user, user_key, head)
-        read = self._cache.merged(
-            user_key, bucket, document.revision, texts, self._parser(raw_user, user_key, bucket)
-        )
+        parse = self._parser(raw_user, user_key, bucket)
+        read = self._cache.merged(user_key, bucket, document.revision, texts, parse, fresh=fresh)
         self._cache.put_document(user_key, document)
         self._cache.put_bucket(user_key, bucket, read)
         return _snapshot(raw_user, bucket, document, read)
