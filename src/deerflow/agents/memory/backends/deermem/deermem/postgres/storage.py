@@ -506,12 +506,13 @@ class PostgresMemoryStorage(MemoryStorage):
         """
         try:
             with self._pool.connection() as conn:
+                returned_as = conn.autocommit  # the pool's setting, for the next user
                 conn.autocommit = True
                 try:
                     yield conn
                 finally:
                     if not conn.closed:
-                        conn.autocommit = False
+                        conn.autocommit = returned_as
         except (OperationalError, PoolTimeout) as exc:
             raise DatabaseUnavailableError(
                 f"the memory database ({self._schema}) failed: {str(exc).strip()}"
