@@ -107,6 +107,19 @@ def test_commits_read_back_with_their_revisions(stores: OpenStorage) -> None:
     assert stores().reload("ann", "coder").facts == {}
 
 
+def test_named_facts_are_read_with_the_revision(stores: OpenStorage) -> None:
+    storage = stores()
+    assert storage.load_facts("rae", None, ()) == (0, {})
+    tea, rust = fact("Drinks tea"), fact("Writes Rust", "coder")
+    create(storage, "rae", tea, rust)
+    other = stores()
+    assert other.load_facts("rae", None, ())[0] == 1
+    revision, found = other.load_facts("rae", None, [tea["id"], rust["id"], "fact_00000000"])
+    assert (revision, [f["content"] for f in found.values()]) == (1, ["Drinks tea"])
+    cached = other.load("rae", None).facts[tea["id"]]
+    assert other.load_facts("rae", None, [tea["id"]])[1][tea["id"]] is cached
+
+
 def test_a_stale_revision_conflicts_unless_a_point_operation_can_rebase(
     stores: OpenStorage,
 ) -> None:
