@@ -555,6 +555,60 @@ def test_a_lost_connection_is_a_typed_error_and_the_next_read_reconnects(
     assert len(pg.reload("max", None).facts) == 1
 
 
+def test_every_query_of_a_user_reads_by_index_among_many_users(
+    pg: PostgresMemoryStorage, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A user's reads and writes find their rows by the primary keys: their cost does not
+    grow with other users' data (3000 other users here, the planner's statistics fresh)."""
+    others = "'other-' || g"
+    run_sql(
+        pg.config,
+        f"INSERT INTO users SELECT {others}, {others}, 5, '', '{{}}'"
+        " FROM generate_series(1, 3000) g;"
+        f" INSERT INTO facts SELECT {others}, '__default__', 'fact_' || md5(g || '-' || n), '{{}}'"
+        " FROM generate_series(1, 3000) g, generate_series(1, 5) n;"
+        f" INSERT INTO history SELECT {others}, n, '{{}}'"
+        " FROM generate_series(1, 3000) g, generate_series(1, 5) n;"
+        " ANALYZE users; ANALYZE facts; ANALYZE history",
+    )
+    issued: list[tuple[str, Any]] = []
+    original = psycopg.Connection.execute
+
+    def recording(self: Any, query: Any, params: Any = None, **kwargs: Any) -> Any:
+        issued.append((str(query), params))
+        return original(self, query, params, **kwargs)
+
+    monkeypatch.setattr(psycopg.Connection, "execute", recording)
+    record = fact("Drinks tea")
+    create(pg, "uma", record)
+    pg.load("uma", None)
+    summary(pg, "uma", "Busy")
+    pg.load("uma", None)
+    pg.reload("uma", "coder")
+    pg.load_facts("uma", None, [record["id"]])
+    stored = dict(pg.load("uma", None).facts[record["id"]])
+    pg.save("uma", ChangeSet(actor="t", reason="u", upserts=[stored | {"content": "Tea"}]))
+    pg.read_history("uma")
+    pg.dump_user("uma")
+    monkeypatch.undo()
+    scans = set()
+    with psycopg.connect(
+        pg.config.database_url, options=f"-c search_path={pg.config.database_schema}"
+    ) as conn:
+        for query, params in issued:
+            if query.startswith(("SELECT", "UPDATE", "DELETE")):
+                [[[plan]]] = conn.execute(f"EXPLAIN (FORMAT JSON) {query}", params).fetchall()
+                scans |= {(n, query) for n in _nodes(plan["Plan"]) if n.startswith("Seq Scan")}
+    assert len(issued) > 10
+    assert scans == set()
+
+
+def _nodes(plan: dict[str, Any]) -> Iterator[str]:
+    yield f"{plan['Node Type']} {plan.get('Relation Name', '')}".strip()
+    for child in plan.get("Plans", ()):
+        yield from _nodes(child)
+
+
 def test_a_cached_load_is_one_query(
     pg: PostgresMemoryStorage, monkeypatch: pytest.MonkeyPatch
 ) -> None:
