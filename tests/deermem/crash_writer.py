@@ -11,15 +11,23 @@ run two at once and the creates overtake each other (rebased in the commit).
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 from deerflow.agents.memory.backends.deermem.deermem.core.changes import ChangeSet
+from deerflow.agents.memory.backends.deermem.deermem.core.storage import MemoryStorage
 from deerflow.agents.memory.backends.deermem.deermem.manager import DeerMemMemoryManager
 from tests.deermem.storage_helpers import fact, storage_at
 
 
 def commits(root: str, user: str, count: int) -> None:
-    storage = storage_at(Path(root))
+    numbered_writes(storage_at(Path(root)), user, count, lambda line: print(line, flush=True))
+
+
+def numbered_writes(
+    storage: MemoryStorage, user: str, count: int, report: Callable[[str], None]
+) -> None:
+    """`count` numbered writes (see the module docstring), each reported once committed."""
     for _ in range(count):
         snapshot = storage.load(user, None)
         n = snapshot.revision + 1
@@ -32,7 +40,7 @@ def commits(root: str, user: str, count: int) -> None:
             expected_revision=snapshot.revision,
         )
         storage.save(user, changes)
-        print(n, flush=True)
+        report(str(n))
 
 
 def creates(root: str, user: str, count: int, name: str) -> None:

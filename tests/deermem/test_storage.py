@@ -22,7 +22,6 @@ from deerflow.agents.memory.backends.deermem.deermem.core.changes import ChangeS
 from deerflow.agents.memory.backends.deermem.deermem.core.journal import Journal, JournalEntry
 from deerflow.agents.memory.backends.deermem.deermem.core.paths import UserPaths, safe_user_id
 from deerflow.agents.memory.manager import (
-    FactNotFoundError,
     MemoryConflictError,
     MemoryCorruptionError,
 )
@@ -129,63 +128,6 @@ def test_corrupt_manifest_is_never_reset(tmp_path: Path) -> None:
     with pytest.raises(MemoryCorruptionError):
         create(storage, "dave", fact("y"))
     assert manifest.read_text() == "{not json"
-
-
-def test_stale_revision_conflicts_unless_a_point_operation_can_rebase(tmp_path: Path) -> None:
-    storage = storage_at(tmp_path)
-    create(storage, "erin", fact("a"))
-    stale = ChangeSet(actor="t", reason="r", upserts=[fact("b")], expected_revision=0)
-    with pytest.raises(MemoryConflictError, match="changed concurrently"):
-        storage.save("erin", stale)
-    record = fact("c")
-    rebased = ChangeSet(
-        actor="t",
-        reason="r",
-        upserts=[record],
-        expected_revision=0,
-        preconditions={("__default__", record["id"]): None},
-        rebase=True,
-    )
-    assert storage.save("erin", rebased).revision == 2
-    summary_change = ChangeSet(
-        actor="t",
-        reason="r",
-        summaries={"user": {"topOfMind": "x"}},
-        expected_revision=0,
-        rebase=True,
-    )
-    with pytest.raises(MemoryConflictError):
-        storage.save("erin", summary_change)
-
-
-def test_fact_preconditions_are_checked(tmp_path: Path) -> None:
-    storage = storage_at(tmp_path)
-    record = fact("a")
-    create(storage, "fay", record)
-    update = ChangeSet(
-        actor="t",
-        reason="r",
-        upserts=[record | {"content": "b"}],
-        preconditions={("__default__", record["id"]): 7},
-    )
-    with pytest.raises(MemoryConflictError, match=r"revision 1, expected 7"):
-        storage.save("fay", update)
-    with pytest.raises(FactNotFoundError):
-        storage.save(
-            "fay", ChangeSet(actor="t", reason="r", deletes=[("__default__", "fact_00000000")])
-        )
-
-
-def test_changes_that_change_nothing_make_no_revision(tmp_path: Path) -> None:
-    storage = storage_at(tmp_path)
-    record = fact("same")
-    create(storage, "gus", record)
-    stored = dict(storage.load("gus", None).facts[record["id"]])
-    result = storage.save(
-        "gus", ChangeSet(actor="t", reason="r", upserts=[stored | {"updatedAt": "later"}])
-    )
-    assert (result.revision, result.change_id) == (1, None)
-    assert len(UserPaths(tmp_path, "gus").history.read_text().splitlines()) == 1
 
 
 @pytest.mark.parametrize(

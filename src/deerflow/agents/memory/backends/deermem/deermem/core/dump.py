@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from deerflow.agents.memory.backends.deermem.deermem.core.atomic import SyncBatch, fsync_dir
+from deerflow.agents.memory.backends.deermem.deermem.core.commits import DOCUMENT_VERSION
 from deerflow.agents.memory.backends.deermem.deermem.core.factfile import render_fact
 from deerflow.agents.memory.backends.deermem.deermem.core.paths import (
     AGENT_NAME_PATTERN,
@@ -29,10 +30,7 @@ from deerflow.agents.memory.backends.deermem.deermem.core.paths import (
     user_paths,
     validate_fact_id,
 )
-from deerflow.agents.memory.backends.deermem.deermem.core.storage import (
-    DOCUMENT_VERSION,
-    FileMemoryStorage,
-)
+from deerflow.agents.memory.backends.deermem.deermem.core.storage import FileMemoryStorage
 from deerflow.agents.memory.backends.deermem.deermem.engine import UserDump
 from deerflow.agents.memory.manager import MemoryConflictError, MemoryCorruptionError
 

@@ -21,6 +21,7 @@ __all__ = [
     "MAX_REVISION",
     "OPTIONAL_PUBLIC_FIELDS",
     "SCHEMA_VERSION",
+    "check_record",
     "is_revision",
     "parse_fact",
     "public_fact",
@@ -103,7 +104,8 @@ def parse_fact(data: bytes, path: str | Path, *, user_id: str, bucket: str) -> d
     record: dict[str, Any] = {
         key: value if type(value) in _AS_IS else _plain(value) for key, value in meta.items()
     }
-    _check(record, path, user_id=user_id, bucket=bucket)
+    fact_id = os.path.splitext(os.path.basename(path))[0]
+    check_record(record, path, fact_id=fact_id, user_id=user_id, bucket=bucket)
     record["content"] = _content_of(body)
     if not record["content"]:
         raise MemoryCorruptionError(f"{path}: the fact has no content")
@@ -134,11 +136,21 @@ def read_fact_file(path: Path, *, shown: str | None = None) -> dict[str, Any]:
         raise ValueError(str(exc)) from None
 
 
-def _check(record: dict[str, Any], path: str | Path, *, user_id: str, bucket: str) -> None:
-    def corrupt(problem: str) -> MemoryCorruptionError:
-        return MemoryCorruptionError(f"{path}: {problem}")
+def check_record(
+    record: dict[str, Any], where: str | Path, *, fact_id: str, user_id: str, bucket: str
+) -> None:
+    """Check the front matter of a stored fact `fact_id` of (`user_id`, `bucket`) against the
+    schema, making its confidence a float; `where` names it in errors (a file, a row).
 
-    if record.get("id") != os.path.splitext(os.path.basename(path))[0]:
+    Raises:
+        MemoryCorruptionError: an id, scope, category, confidence or revision that disagrees
+            with where it is stored or with the schema.
+    """
+
+    def corrupt(problem: str) -> MemoryCorruptionError:
+        return MemoryCorruptionError(f"{where}: {problem}")
+
+    if record.get("id") != fact_id:
         raise corrupt(f"front matter id {record.get('id')!r} differs from the file name")
     if record.get("user_id") != user_id or record.get("agent_name") != bucket:
         raise corrupt(

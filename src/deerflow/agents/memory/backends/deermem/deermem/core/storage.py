@@ -11,11 +11,10 @@ from __future__ import annotations
 import json
 import os
 import threading
-import uuid
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
@@ -32,11 +31,23 @@ from deerflow.agents.memory.backends.deermem.deermem.core.changes import (
     FactKey,
     MemorySnapshot,
 )
+from deerflow.agents.memory.backends.deermem.deermem.core.commits import (
+    DOCUMENT_VERSION,
+    Stored,
+    audit_entry,
+    changed_facts,
+    changed_summaries,
+    check_history_entry,
+    check_preconditions,
+    check_summaries,
+    new_change_id,
+    rebased,
+    stored_bytes,
+    with_summaries,
+)
 from deerflow.agents.memory.backends.deermem.deermem.core.factfile import (
-    SCHEMA_VERSION,
     is_revision,
     parse_fact,
-    render_fact,
 )
 from deerflow.agents.memory.backends.deermem.deermem.core.journal import (
     Journal,
@@ -58,7 +69,6 @@ from deerflow.agents.memory.backends.deermem.deermem.core.record_cache import (
     signature,
 )
 from deerflow.agents.memory.manager import (
-    FactNotFoundError,
     MemoryConflictError,
     MemoryCorruptionError,
     MemoryUnsupportedError,
@@ -69,7 +79,6 @@ from deerflow.agents.memory.manager import (
 
 __all__ = ["FileMemoryStorage", "MemoryStorage", "UserOpener", "load_storage"]
 
-DOCUMENT_VERSION: Final = "2.0"
 SINGLES_CACHE_SIZE: Final = 4096
 # A first read rewrites the bucket's kept records once it parsed 1/REWRITE_SHARE of its files,
 # or REWRITE_FROM / REWRITE_SHARE of them in a larger bucket (32 files, about 1.6 ms).
@@ -79,8 +88,6 @@ MANIFESTS_CACHE_SIZE: Final = 4096
 # Users remembered as opened; past it the set starts again, and a user forgotten is opened
 # again on its next read (the opener finds nothing left to do).
 OPENED_USERS_SIZE: Final = 65536
-# Fields whose change alone does not make a new fact revision.
-_BOOKKEEPING: Final = frozenset({"revision", "updatedAt"})
 
 
 class MemoryStorage(ABC):
@@ -516,31 +523,25 @@ class FileMemoryStorage(MemoryStorage):
         with self._lock(paths).hold():
             manifest = self._recovered_manifest(paths)
             if changes.rebase_onto is not None and changes.expected_revision != manifest.revision:
-                changes = self._rebased(paths, raw_user, manifest, changes)
+                # Another writer committed since: the bucket is read here, under the lock (an
+                # uncontended create reads nothing more).
+                changes = rebased(
+                    changes,
+                    manifest.revision,
+                    lambda bucket: self._current_facts(paths, raw_user, bucket, manifest),
+                )
             files = {key: paths.fact_file(*key) for key in changes.touched()}
             current = {key: self._stored(path, raw_user, key[0]) for key, path in files.items()}
             self._refuse_if_edited_by_hand(paths.user_key, manifest.raw, current)
-            _check_preconditions(changes, manifest.revision, current, paths)
+            check_preconditions(changes, manifest.revision, current, paths.user_key)
             now = utc_now()
-            after: dict[FactKey, bytes | None] = dict(changes.raw_writes)
-            upserted = [
-                parse_fact(data, files[key], user_id=raw_user, bucket=key[0])
-                for key, data in changes.raw_writes.items()
-                if data is not None
-            ]
-            for record in changes.upserts:
-                key = (record["agent_name"], record["id"])
-                stored = current[key]
-                new = _stamped(record, raw_user, stored)
-                if stored is None or _material(new) != _material(stored[1]):
-                    after[key] = render_fact(new)
-                    upserted.append(new)
-            for key in changes.deletes:
-                if current[key] is None:
-                    raise FactNotFoundError(key[1])
-                after[key] = None
-            after = {key: data for key, data in after.items() if data != _bytes(current[key])}
-            summaries = _changed_summaries(manifest.document, changes.summaries)
+            after, upserted = changed_facts(
+                changes,
+                raw_user,
+                current,
+                lambda key, data: parse_fact(data, files[key], user_id=raw_user, bucket=key[0]),
+            )
+            summaries = changed_summaries(manifest.document, changes.summaries)
             if not after and not summaries:
                 return CommitResult(
                     manifest.revision, None, manifest.document.get("lastUpdated", "")
@@ -548,19 +549,6 @@ class FileMemoryStorage(MemoryStorage):
             return self._commit(
                 paths, raw_user, manifest, changes, current, files, after, summaries, upserted, now
             )
-
-    def _rebased(
-        self, paths: UserPaths, raw_user: str, manifest: _Manifest, changes: ChangeSet
-    ) -> ChangeSet:
-        """`changes`, a create computed at an older revision, redone by its `rebase_onto` against
-        the bucket's current facts (read here, under the lock, only when another writer
-        committed since: an uncontended create reads nothing more). Hold the lock."""
-        buckets = {record["agent_name"] for record in changes.upserts}
-        if changes.rebase_onto is None or len(buckets) != 1 or changes.summaries:
-            raise ValueError("rebase_onto: only a change that adds facts to one bucket rebases")
-        (bucket,) = buckets
-        redone = changes.rebase_onto(self._current_facts(paths, raw_user, bucket, manifest))
-        return replace(redone, expected_revision=manifest.revision, rebase_onto=None)
 
     def _current_facts(
         self, paths: UserPaths, raw_user: str, bucket: str, manifest: _Manifest
@@ -576,7 +564,7 @@ class FileMemoryStorage(MemoryStorage):
         self,
         user_key: str,
         manifest: bytes,
-        current: Mapping[FactKey, tuple[bytes, dict[str, Any]] | None],
+        current: Mapping[FactKey, Stored | None],
     ) -> None:
         """Refuse a change that may rest on a cached fact its file no longer matches.
 
@@ -610,7 +598,7 @@ class FileMemoryStorage(MemoryStorage):
         raw_user: str,
         manifest: _Manifest,
         changes: ChangeSet,
-        current: Mapping[FactKey, tuple[bytes, dict[str, Any]] | None],
+        current: Mapping[FactKey, Stored | None],
         files: Mapping[FactKey, Path],
         after: dict[FactKey, bytes | None],
         summaries: dict[str, dict[str, str]],
@@ -618,29 +606,20 @@ class FileMemoryStorage(MemoryStorage):
         now: str,
     ) -> CommitResult:
         revision = manifest.revision + 1
-        change_id = f"chg_{uuid.uuid4().hex}"
-        # Copied on write: the parsed document is shared with snapshots and the manifest cache,
-        # so only what changes is copied (a JSON round trip of all of it took 12.5 us).
-        document = dict(manifest.document)
-        before_summaries: dict[str, dict[str, str]] = {}
-        for part, sections in summaries.items():
-            document[part] = dict(document[part])
-            for section, text in sections.items():
-                before_summaries.setdefault(part, {})[section] = document[part][section]["summary"]
-                document[part][section] = {"summary": text, "updatedAt": now}
+        change_id = new_change_id()
+        # The parsed document is shared with snapshots and the manifest cache: copied on write.
+        document, before_summaries = with_summaries(manifest.document, summaries, now)
         document.update(
             version=DOCUMENT_VERSION, revision=revision, lastUpdated=now, userId=raw_user
         )
-        entry = {
-            "change_id": change_id,
-            "at": now,
-            "actor": changes.actor,
-            "reason": changes.reason,
-            "revision": revision,
-            "reverts": changes.reverts,
-            "before": _history_side(before_summaries, {k: _bytes(current[k]) for k in after}),
-            "after": _history_side(summaries, after),
-        }
+        entry = audit_entry(
+            changes,
+            change_id=change_id,
+            now=now,
+            revision=revision,
+            summaries=(before_summaries, summaries),
+            files=({k: stored_bytes(current[k]) for k in after}, after),
+        )
         history_line = (json.dumps(entry, ensure_ascii=False) + "\n").encode("utf-8")
         new_manifest = (json.dumps(document, ensure_ascii=False, indent=2) + "\n").encode("utf-8")
         history_size = self._whole_history(paths)
@@ -650,7 +629,7 @@ class FileMemoryStorage(MemoryStorage):
             next_revision=revision,
             entries=(
                 *(
-                    JournalEntry(str(files[key].relative_to(paths.dir)), _bytes(current[key]))
+                    JournalEntry(str(files[key].relative_to(paths.dir)), stored_bytes(current[key]))
                     for key in after
                 ),
                 JournalEntry(paths.manifest.name, manifest.raw or None),
@@ -728,9 +707,7 @@ class FileMemoryStorage(MemoryStorage):
         append_line(paths.history, b"\n")
         return len(data) + 1
 
-    def _stored(
-        self, path: Path, raw_user: str, bucket: str
-    ) -> tuple[bytes, dict[str, Any]] | None:
+    def _stored(self, path: Path, raw_user: str, bucket: str) -> Stored | None:
         try:
             data = read_file(path)
         except FileNotFoundError:
@@ -782,81 +759,6 @@ def _pick(
     return {fact_id: facts[fact_id] for fact_id in ids if fact_id in facts}
 
 
-def _check_preconditions(
-    changes: ChangeSet,
-    revision: int,
-    current: Mapping[FactKey, tuple[bytes, dict[str, Any]] | None],
-    paths: UserPaths,
-) -> None:
-    for key, wanted in changes.preconditions.items():
-        stored = current.get(key)
-        have = None if stored is None else stored[1]["revision"]
-        if have != wanted:
-            raise MemoryConflictError(
-                f"fact {key[1]} changed concurrently (revision {have}, expected {wanted}); "
-                "reload and retry"
-            )
-    for key, wanted_bytes in changes.expected_files.items():
-        if _bytes(current.get(key)) != wanted_bytes:
-            raise MemoryConflictError(f"fact {key[1]} has changed since; refused")
-    if changes.expected_revision is None or changes.expected_revision == revision:
-        return
-    point_operation = changes.rebase and not changes.summaries
-    if point_operation and changes.touched() <= set(changes.preconditions):
-        return
-    raise MemoryConflictError(
-        f"memory of {paths.user_key} changed concurrently (revision {revision}, expected "
-        f"{changes.expected_revision}); reload and retry"
-    )
-
-
-def _stamped(
-    record: Mapping[str, Any], raw_user: str, current: tuple[bytes, dict[str, Any]] | None
-) -> dict[str, Any]:
-    stamped = dict(record)
-    stamped.setdefault("status", "active")
-    stamped.update(user_id=raw_user, schemaVersion=SCHEMA_VERSION)
-    stamped["revision"] = 1 if current is None else current[1]["revision"] + 1
-    return stamped
-
-
-def _material(record: Mapping[str, Any]) -> dict[str, Any]:
-    return {key: value for key, value in record.items() if key not in _BOOKKEEPING}
-
-
-def _bytes(stored: tuple[bytes, dict[str, Any]] | None) -> bytes | None:
-    return None if stored is None else stored[0]
-
-
-def _changed_summaries(
-    document: Mapping[str, Any], wanted: Mapping[str, Mapping[str, str]]
-) -> dict[str, dict[str, str]]:
-    changed: dict[str, dict[str, str]] = {}
-    for part, sections in wanted.items():
-        for section, text in sections.items():
-            if part not in ("user", "history") or section not in document[part]:
-                raise ValueError(f"summaries: unknown section {part}.{section}")
-            if document[part][section]["summary"] != text:
-                changed.setdefault(part, {})[section] = text
-    return changed
-
-
-def _history_side(
-    summaries: dict[str, dict[str, str]], files: Mapping[FactKey, bytes | None]
-) -> dict[str, Any]:
-    return {
-        "summaries": summaries,
-        "facts": [
-            {"agent": key[0], "id": key[1], "file": None if data is None else data.decode("utf-8")}
-            for key, data in files.items()
-        ],
-    }
-
-
-# The summary sections of memory.json, by part.
-_SUMMARY_SECTIONS: Final = {part: tuple(empty_document()[part]) for part in ("user", "history")}
-
-
 def _check_manifest(document: Any, user_key: str) -> None:
     """Raise `ValueError` naming what makes `document` other than the `memory.json` of the
     user whose directory is `user_key`."""
@@ -872,16 +774,7 @@ def _check_manifest(document: Any, user_key: str) -> None:
             mismatch = True
         if mismatch:
             raise ValueError(f"userId {owner!r} is not the user of this directory ({user_key})")
-    for part, sections in _SUMMARY_SECTIONS.items():
-        if not isinstance(document.get(part), dict):
-            raise ValueError(f"{part}: not an object of summaries")
-        for section in sections:
-            entry = document[part].get(section)
-            if not isinstance(entry, dict) or not isinstance(entry.get("summary"), str):
-                raise ValueError(f"{part}.{section}: not a summary ({{summary, updatedAt}})")
-
-
-_ENTRY_KEYS: Final = ("change_id", "at", "actor", "reason", "revision", "before", "after")
+    check_summaries(document)
 
 
 def _history_entry(line: bytes) -> dict[str, Any]:
@@ -890,34 +783,7 @@ def _history_entry(line: bytes) -> dict[str, Any]:
     Raises:
         ValueError: naming what is wrong with it.
     """
-    entry = json.loads(line)
-    if not isinstance(entry, dict):
-        raise ValueError("not an audit entry (not a JSON object)")
-    if missing := [key for key in _ENTRY_KEYS if key not in entry]:
-        raise ValueError(f"not an audit entry (without {', '.join(missing)})")
-    sides = entry["before"], entry["after"]
-    for name, side in zip(("before", "after"), sides, strict=True):
-        if not (
-            isinstance(side, dict)
-            and isinstance(side.get("summaries"), dict)
-            and isinstance(side.get("facts"), list)
-            and all(map(_is_history_fact, side["facts"]))
-        ):
-            raise ValueError(f"{name}: not one side of a change")
-    if [(f["agent"], f["id"]) for f in sides[0]["facts"]] != [
-        (f["agent"], f["id"]) for f in sides[1]["facts"]
-    ]:
-        raise ValueError("before and after name different facts")
-    return entry
-
-
-def _is_history_fact(fact: Any) -> bool:
-    return (
-        isinstance(fact, dict)
-        and isinstance(fact.get("agent"), str)
-        and isinstance(fact.get("id"), str)
-        and isinstance(fact.get("file"), str | None)
-    )
+    return check_history_entry(json.loads(line))
 
 
 def _fact_files(facts_dir: Path) -> Iterator[str]:
