@@ -11,7 +11,7 @@ the searching thread spent (on a shared machine the wall time's tail is mostly o
 holding the CPU), with a cProfile of one more pass 1 (`--profile`). Usage:
 
     uv run python -m benchmarks.first_search_probe [--workdir DIR] [--runs 3] [--json PATH]
-        [--profile] [--lexical]
+        [--profile] [--lexical] [--quick]
 """
 
 from __future__ import annotations
@@ -30,6 +30,8 @@ from typing import Any, Final
 from benchmarks.datagen import query_plan, spread
 from benchmarks.deermem_bench import (
     FULL,
+    QUICK,
+    Plan,
     ingest,
     open_manager,
     source_info,
@@ -39,24 +41,23 @@ from benchmarks.deermem_bench import (
 from benchmarks.timing import summarize, time_calls
 
 FACTS: Final = 10**5
+QUICK_FACTS: Final = 10**3  # `--quick`: over `QUICK`'s 50 users, for the smoke test
 READY: Final = "probe-ready"  # marks a store that was built completely
 
 
-def build(root: Path, lexical: bool) -> None:
-    """The 10^5 store under `root` with its index, unless an earlier run finished it."""
+def build(root: Path, plan: Plan, facts: int) -> None:
+    """The store under `root` with its index, unless an earlier run finished it."""
     if (root / READY).exists():
         return
-    plan = replace(FULL, lexical=lexical)
-    ingest(root, store_users(plan, FACTS), plan.workers)
+    ingest(root, store_users(plan, facts), plan.workers)
     manager = open_manager(root, plan)
     manager.reindex()
     manager.close()
     (root / READY).touch()
 
 
-def run(root: Path, runs: int, lexical: bool, profile: bool) -> dict[str, Any]:
-    plan = replace(FULL, lexical=lexical)
-    users = [f"u{n}" for n, _ in spread(FACTS, plan.spread_users)]
+def run(root: Path, plan: Plan, facts: int, runs: int, profile: bool) -> dict[str, Any]:
+    users = [f"u{n}" for n, _ in spread(facts, plan.spread_users)]
     queries = query_plan(users, plan.spread_queries, seed=11)
     results: list[dict[str, Any]] = []
     for _ in range(runs):
@@ -93,10 +94,10 @@ def run(root: Path, runs: int, lexical: bool, profile: bool) -> dict[str, Any]:
         "command": " ".join(["python", "-m", "benchmarks.first_search_probe", *sys.argv[1:]]),
         "started_at": datetime.now(UTC).isoformat(timespec="seconds"),
         "source": source_info(),
-        "facts": FACTS,
+        "facts": facts,
         "users": len(users),
         "queries": len(queries),
-        "lexical": lexical,
+        "lexical": plan.lexical,
         "runs": results,
         "median": {
             f"{part}_{stat}": statistics.median(r[part][stat] for r in results)
@@ -144,11 +145,14 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--json", type=Path, help="write the numbers here")
     parser.add_argument("--profile", action="store_true", help="also profile one pass 1")
     parser.add_argument("--lexical", action="store_true", help="retrieval_embeddings: false")
+    parser.add_argument("--quick", action="store_true", help="10^3 facts over 50 users")
     args = parser.parse_args(argv)
+    plan = replace(QUICK if args.quick else FULL, lexical=args.lexical)
+    facts = QUICK_FACTS if args.quick else FACTS
     with tempfile.TemporaryDirectory(prefix="first-search-") as tmp:
         root = args.workdir or Path(tmp)
-        build(root, args.lexical)
-        report = run(root, args.runs, args.lexical, args.profile)
+        build(root, plan, facts)
+        report = run(root, plan, facts, args.runs, args.profile)
     median = report["median"]
     print(
         f"median of {args.runs}: pass 1 p50 {median['pass1_p50']:.3f} p99 {median['pass1_p99']:.3f}"

@@ -199,3 +199,27 @@ def test_disk_probe_times_every_case_in_the_directory_given(tmp_path: Path) -> N
         assert_stats(stats)
         assert stats["n"] == 5
     assert [p.name for p in tmp_path.iterdir()] == ["disk.json"], "its workspace is removed"
+
+
+@pytest.mark.timeout(180)
+def test_first_search_probe_builds_its_store_once_and_times_both_passes(tmp_path: Path) -> None:
+    store, out = tmp_path / "store", tmp_path / "probe.json"
+    command = [sys.executable, "-m", "benchmarks.first_search_probe", "--quick", "--runs", "2"]
+    for _ in range(2):  # the second run reuses the store the first one built
+        done = subprocess.run(
+            [*command, "--workdir", str(store), "--json", str(out)],
+            cwd=REPO,
+            capture_output=True,
+            text=True,
+            timeout=150,
+        )
+        assert done.returncode == 0, done.stderr[-4000:]
+    report = json.loads(out.read_text())
+    assert report["facts"] == 1000
+    assert len(report["runs"]) == 2
+    for measured in report["runs"]:
+        for part in ("pass1", "pass2", "pass1_cpu", "pass2_cpu"):
+            assert_stats(measured[part])
+            assert measured[part]["n"] == report["queries"]
+        assert measured["mean_hits"] > 0
+    assert set(report["median"]) >= {"pass1_p99", "pass1_cpu_p99"}
