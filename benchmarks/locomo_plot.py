@@ -5,9 +5,10 @@ Reads what `benchmarks.locomo_retrieval --json` wrote and writes a PNG:
     uv run --group bench python -m benchmarks.locomo_plot \
         [--json benchmarks/results/locomo.json] [--png benchmarks/results/locomo.png]
 
-Turns are the documents. DeerMem's methods are measured by that run; the recorded rows (mem0 and
-FTS5's own `bm25()` under the same protocol) are drawn hatched, since this project did not
-measure them.
+One panel per kind of document: turns, then observation facts (with the observations written
+through `create_fact` and asked with `search(top_k=10)`). DeerMem's methods are measured by that
+run; the recorded rows (mem0 and FTS5's own `bm25()` under the same protocol) are drawn hatched,
+since this project did not measure them.
 """
 
 from __future__ import annotations
@@ -24,20 +25,28 @@ RECORDED: Final = {
     "fts5_porter_stop": "FTS5 bm25() (recorded)",
     "mem0 (faiss+MiniLM)": "mem0 (recorded)",
 }
-DOCUMENTS: Final = "turns"
+PANELS: Final = (("turns", ()), ("observations", ("observations (create_fact)",)))
+"""Each panel's documents, and the runs whose `default` is drawn beside their methods."""
 
 
-def series(results: dict[str, Any]) -> list[tuple[str, list[float], bool]]:
+def series(results: dict[str, Any], documents: str) -> list[tuple[str, list[float], bool]]:
     """(label, R@10 of categories 1..4 then all, recorded?) for each method drawn."""
     categories = sorted(results["protocol"]["categories"])
     drawn: list[tuple[str, list[float], bool]] = []
-    runs = results["runs"][DOCUMENTS]
+
+    def add(label: str, run: dict[str, Any]) -> None:
+        values = [run["by_category"][c]["R@10"] for c in categories] + [run["all"]["R@10"]]
+        drawn.append((label, values, False))
+
+    runs = results["runs"][documents]
     for method in MEASURED:
         if method in runs:
-            run = runs[method]
-            values = [run["by_category"][c]["R@10"] for c in categories] + [run["all"]["R@10"]]
-            drawn.append((f"DeerMem {method}", values, False))
-    recorded = results.get("recorded", {}).get(DOCUMENTS, {})
+            add(f"DeerMem {method}", runs[method])
+    for extra in dict(PANELS)[documents]:
+        if extra in results["runs"]:
+            add(f"DeerMem default, {extra.removeprefix(documents).strip(' ()')}",
+                results["runs"][extra]["default"])  # fmt: skip
+    recorded = results.get("recorded", {}).get(documents, {})
     for key, label in RECORDED.items():
         if key in recorded:
             drawn.append((label, [*recorded[key]["cat10"], recorded[key]["r"][2]], True))
@@ -52,18 +61,20 @@ def plot(results: dict[str, Any], path: Path) -> None:
 
     names = results["protocol"]["categories"]
     labels = [f"{c} {names[c]}" for c in sorted(names)] + ["all"]
-    drawn = series(results)
-    width = 0.8 / len(drawn)
-    fig, ax = plt.subplots(figsize=(10, 4.2), dpi=80)
-    for i, (label, values, recorded) in enumerate(drawn):
-        xs = [x - 0.4 + width * (i + 0.5) for x in range(len(labels))]
-        ax.bar(xs, values, width, label=label, hatch="//" if recorded else None, alpha=0.85)
-    ax.set_xticks(range(len(labels)), labels)
-    ax.set_ylabel("evidence recall@10")
-    ax.set_ylim(0, 1)
-    ax.set_title(f"LoCoMo retrieval by question category ({DOCUMENTS} as documents)")
-    ax.legend(fontsize="small", ncols=2)
-    ax.grid(axis="y", alpha=0.3)
+    panels = [documents for documents, _ in PANELS if documents in results["runs"]]
+    fig, axes = plt.subplots(len(panels), 1, figsize=(10, 4.2 * len(panels)), dpi=80, squeeze=False)
+    for ax, documents in zip(axes[:, 0], panels, strict=True):
+        drawn = series(results, documents)
+        width = 0.8 / len(drawn)
+        for i, (label, values, recorded) in enumerate(drawn):
+            xs = [x - 0.4 + width * (i + 0.5) for x in range(len(labels))]
+            ax.bar(xs, values, width, label=label, hatch="//" if recorded else None, alpha=0.85)
+        ax.set_xticks(range(len(labels)), labels)
+        ax.set_ylabel("evidence recall@10")
+        ax.set_ylim(0, 1)
+        ax.set_title(f"LoCoMo retrieval by question category ({documents} as documents)")
+        ax.legend(fontsize="small", ncols=2)
+        ax.grid(axis="y", alpha=0.3)
     fig.tight_layout()
     fig.savefig(path)
     plt.close(fig)

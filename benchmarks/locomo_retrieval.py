@@ -31,6 +31,17 @@ score to the facts written next to it in its thread (`deermem/threads.py`). The 
 DeerMem's default settings: hybrid, with the default thread context (0.5); `benchmarks.locomo_plot`
 draws recall@10 per category from the JSON.
 
+The `create_fact` runs ask DeerMem the way an application does, through the public
+`MemoryManager` contract under default settings (`max_facts` raised to 500 so that no observation
+is evicted): each observation is written with `create_fact` (content only: the contract takes no
+thread or time, so thread context has nothing to spread over), in session order, one DeerMem user
+per conversation, and each question is asked with `search(top_k=10)`, so only R@1, R@5 and R@10
+are reported. `observations (create_fact)` writes the observation verbatim;
+`observations+dates (create_fact)` appends its session's date (`Caroline ... (8 May 2023)`), the
+only way the contract lets the date reach the fact. An observation whose text is already stored
+is refused as a duplicate (`DuplicateFactError`); the stored fact then also counts as retrieving
+the duplicate's turns.
+
 The dataset (CC BY-NC 4.0) is read at run time from `DEERFLOW_LOCOMO` (else `DEFAULT_DATASET`, a
 copy kept outside the repository) and never copied; without it the benchmark exits 0 with a
 message. Without the `embeddings` extra only the lexical rows run. Usage:
@@ -55,7 +66,10 @@ from typing import Any, Final
 
 from benchmarks.timing import summarize, time_calls
 from deerflow.agents.memory.backends.deermem.deermem.config import DeerMemConfig
-from deerflow.agents.memory.backends.deermem.deermem.core.fts_query import STOP_WORDS
+from deerflow.agents.memory.backends.deermem.deermem.core.fts_query import (
+    STOP_WORDS,
+    event_words,
+)
 from deerflow.agents.memory.backends.deermem.deermem.core.index import (
     CANDIDATES,
     TOKENIZER,
@@ -67,6 +81,8 @@ from deerflow.agents.memory.backends.deermem.deermem.embeddings import (
     Embedder,
     missing_modules,
 )
+from deerflow.agents.memory.backends.deermem.deermem.manager import DeerMemMemoryManager
+from deerflow.agents.memory.manager import DuplicateFactError
 
 __all__ = ["RECORDED", "dataset_path", "evaluate", "load", "main", "parse_ids"]
 
@@ -86,6 +102,9 @@ SEMANTIC_WEIGHT: Final = DeerMemConfig.model_fields["retrieval_semantic_weight"]
 THREAD_CONTEXT: Final = DeerMemConfig.model_fields["retrieval_thread_context"].default
 REFERENCE: Final = "fts5 bm25() reference"  # `fts5_reference`: not a DeerMem method
 THREAD_CONTEXTS: Final = (0.25, 0.5)  # `retrieval_thread_context` of the `+thread` rows
+CONTRACT_TOP_K: Final = 10  # `search(top_k=...)` of the `create_fact` runs
+CONTRACT_MAX_FACTS: Final = 500  # above the largest conversation's 324 observations
+CONTRACT: Final = " (create_fact)"  # suffix of the `create_fact` runs' names
 
 CONVERSATION: Final = "conversation:"  # prefix of the per-conversation groups in `evaluate`
 
@@ -320,8 +339,11 @@ def fts5_reference(conn: sqlite3.Connection, documents: Sequence[Document]) -> R
     return rank
 
 
-def evaluate(rank: Ranker, corpus: Corpus, documents: Sequence[Document]) -> dict[str, Any]:
-    """Recall@k per category and overall, all-evidence recall, and search latency."""
+def evaluate(
+    rank: Ranker, corpus: Corpus, documents: Sequence[Document], ks: Sequence[int] = KS
+) -> dict[str, Any]:
+    """Recall@k per category and overall, all-evidence recall, and search latency; `ks` are the
+    cut-offs the ranker's results can answer."""
     dia_of = {(d.conversation, d.doc_id): d.dia_ids for d in documents}
     questions = corpus.questions
     results: list[list[str]] = [[] for _ in questions]
@@ -341,7 +363,7 @@ def evaluate(rank: Ranker, corpus: Corpus, documents: Sequence[Document]) -> dic
         for group in (str(q.category), "all", CONVERSATION + q.conversation):
             counts[group] = counts.get(group, 0) + 1
             acc = sums.setdefault(group, {})
-            for k in KS:
+            for k in ks:
                 top = {i for doc in ranked[:k] for i in dia_of[(q.conversation, doc)]}
                 found = sum(e in top for e in q.evidence)
                 acc[f"R@{k}"] = acc.get(f"R@{k}", 0.0) + found / len(q.evidence)
@@ -391,6 +413,54 @@ def _ceiling(corpus: Corpus, documents: Sequence[Document]) -> dict[str, float]:
     return {group: sum(v) / len(v) for group, v in sorted(totals.items())}
 
 
+def contract_documents(
+    manager: DeerMemMemoryManager, observations: Sequence[Document], *, dated: bool
+) -> list[Document]:
+    """Write `observations` with `create_fact` (one user per conversation, in session order);
+    returns one document per stored fact, its id the fact's, citing every turn its text stood
+    for (a duplicate's turns join the stored fact's)."""
+    stored: dict[tuple[str, str], Document] = {}
+    for doc in observations:
+        date = event_words(doc.session_date) if dated else ""
+        text = f"{doc.text} ({date})" if date else doc.text
+        try:
+            _, fact_id = manager.create_fact(text, user_id=doc.conversation)
+        except DuplicateFactError as exc:
+            fact_id = exc.existing_fact_id
+        if fact_id is None:
+            raise RuntimeError(f"create_fact gave no fact id for {doc.doc_id}")
+        key = (doc.conversation, fact_id)
+        cited = stored[key].dia_ids if key in stored else ()
+        stored[key] = Document(doc.conversation, fact_id, text, cited + doc.dia_ids, None)
+    return list(stored.values())
+
+
+def contract_searcher(manager: DeerMemMemoryManager) -> Ranker:
+    def rank(q: Question) -> list[str]:
+        hits = manager.search(q.text, top_k=CONTRACT_TOP_K, user_id=q.conversation)
+        return [str(hit["id"]) for hit in hits]
+
+    return rank
+
+
+def run_contract(corpus: Corpus, workdir: Path, *, dated: bool) -> dict[str, Any]:
+    """The observations written with `create_fact` and asked with `search(top_k=10)`, by
+    DeerMem's default settings (`max_facts` aside)."""
+    manager = DeerMemMemoryManager(
+        backend_config={"storage_path": str(workdir), "max_facts": CONTRACT_MAX_FACTS}
+    )
+    try:
+        manager.warm()
+        start = time.perf_counter()
+        documents = contract_documents(manager, corpus.observations, dated=dated)
+        write_s = time.perf_counter() - start
+        ks = [k for k in KS if k <= CONTRACT_TOP_K]
+        result = evaluate(contract_searcher(manager), corpus, documents, ks)
+    finally:
+        manager.close()
+    return result | {"write_seconds": write_s, "stored_facts": len(documents)}
+
+
 def run(path: Path, conversations: int | None, workdir: Path) -> dict[str, Any]:
     corpus = load(path, conversations)
     model = None if missing_modules() else Embedder()
@@ -438,6 +508,10 @@ def run(path: Path, conversations: int | None, workdir: Path) -> dict[str, Any]:
                 methods["default"] = evaluate(rank, corpus, documents)
             finally:
                 index.close()
+    for dated in (False, True) if model is not None else ():
+        label = ("observations+dates" if dated else "observations") + CONTRACT
+        store = workdir / ("contract-dated" if dated else "contract")
+        runs[label] = {"default": run_contract(corpus, store, dated=dated)}
     return {
         "benchmark": "locomo_retrieval",
         "command": " ".join(["python", "-m", "benchmarks.locomo_retrieval", *sys.argv[1:]]),
@@ -459,6 +533,8 @@ def run(path: Path, conversations: int | None, workdir: Path) -> dict[str, Any]:
             "default_thread_context": THREAD_CONTEXT,
             "candidates_per_ranking": CANDIDATES,
             "thread_contexts": list(THREAD_CONTEXTS),
+            "contract_top_k": CONTRACT_TOP_K,
+            "contract_max_facts": CONTRACT_MAX_FACTS,
         },
         "sqlite": sqlite3.sqlite_version,
         "python": sys.version.split()[0],
@@ -497,7 +573,7 @@ def print_tables(results: dict[str, Any]) -> None:
             table.add_row(
                 method if method == REFERENCE else f"DeerMem {method}",
                 "measured",
-                *(_fmt(row[f"R@{k}"]) for k in KS),
+                *(_fmt(row.get(f"R@{k}")) for k in KS),
                 _fmt(row["all@10"]),
                 *(_fmt(measured["by_category"].get(str(c), {}).get("R@10")) for c in CATEGORIES),
                 f"{lat['p50']:.3f} / {lat['p99']:.3f}",

@@ -30,6 +30,12 @@ SECTIONS = (
 STATS = ("n", "p50", "p95", "p99")
 
 
+def run_module(module: str, *args: str, timeout: float) -> subprocess.CompletedProcess[str]:
+    """`python -m benchmarks.MODULE ARGS` in the repository, its output captured."""
+    command = [sys.executable, "-m", f"benchmarks.{module}", *args]
+    return subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=timeout)
+
+
 def assert_stats(stats: dict[str, Any]) -> None:
     assert set(STATS) <= set(stats)
     assert stats["n"] > 0
@@ -182,13 +188,8 @@ def test_only_refuses_an_unknown_part_and_the_chart() -> None:
 
 def test_disk_probe_times_every_case_in_the_directory_given(tmp_path: Path) -> None:
     out = tmp_path / "disk.json"
-    command = [sys.executable, "-m", "benchmarks.disk_probe", "--samples", "5"]
-    done = subprocess.run(
-        [*command, "--dir", str(tmp_path), "--json", str(out)],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=120,
+    done = run_module(
+        "disk_probe", "--samples", "5", "--dir", str(tmp_path), "--json", str(out), timeout=120
     )
     assert done.returncode == 0, done.stderr
     rows = json.loads(out.read_text())
@@ -199,3 +200,21 @@ def test_disk_probe_times_every_case_in_the_directory_given(tmp_path: Path) -> N
         assert_stats(stats)
         assert stats["n"] == 5
     assert [p.name for p in tmp_path.iterdir()] == ["disk.json"], "its workspace is removed"
+
+
+@pytest.mark.timeout(180)
+def test_first_search_probe_builds_its_store_once_and_times_both_passes(tmp_path: Path) -> None:
+    store, out = tmp_path / "store", tmp_path / "probe.json"
+    args = ("--quick", "--runs", "2", "--workdir", str(store), "--json", str(out))
+    for _ in range(2):  # the second run reuses the store the first one built
+        done = run_module("first_search_probe", *args, timeout=150)
+        assert done.returncode == 0, done.stderr[-4000:]
+    report = json.loads(out.read_text())
+    assert report["facts"] == 1000
+    assert len(report["runs"]) == 2
+    for measured in report["runs"]:
+        for part in ("pass1", "pass2", "pass1_cpu", "pass2_cpu"):
+            assert_stats(measured[part])
+            assert measured[part]["n"] == report["queries"]
+        assert measured["mean_hits"] > 0
+    assert set(report["median"]) >= {"pass1_p99", "pass1_cpu_p99"}

@@ -15,12 +15,20 @@ RESULTS = Path(__file__).resolve().parents[1] / "benchmarks" / "results" / "loco
 
 def test_series_take_every_category_from_the_results() -> None:
     results = json.loads(RESULTS.read_text(encoding="utf-8"))
-    drawn = {label: (values, recorded) for label, values, recorded in locomo_plot.series(results)}
+    series = locomo_plot.series(results, "turns")
+    drawn = {label: (values, recorded) for label, values, recorded in series}
     values, recorded = drawn["DeerMem lexical"]
     run = results["runs"]["turns"]["lexical"]
     assert not recorded
     assert values == [run["by_category"][c]["R@10"] for c in "1234"] + [run["all"]["R@10"]]
     assert drawn["mem0 (recorded)"][1] is True
+
+
+def test_the_observations_panel_has_the_create_fact_run() -> None:
+    results = json.loads(RESULTS.read_text(encoding="utf-8"))
+    drawn = {label: values for label, values, _ in locomo_plot.series(results, "observations")}
+    run = results["runs"]["observations (create_fact)"]["default"]
+    assert drawn["DeerMem default, create_fact"][-1] == run["all"]["R@10"]
 
 
 @pytest.mark.skipif(

@@ -13,7 +13,15 @@ import sys
 from pathlib import Path
 
 import pytest
-from benchmarks.locomo_retrieval import KS, REFERENCE, THREAD_CONTEXTS, dataset_path, parse_ids
+from benchmarks.locomo_retrieval import (
+    CONTRACT,
+    CONTRACT_TOP_K,
+    KS,
+    REFERENCE,
+    THREAD_CONTEXTS,
+    dataset_path,
+    parse_ids,
+)
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -55,7 +63,17 @@ def test_first_conversation(tmp_path: Path) -> None:
     assert results["dataset"]["conversations"] == 1
     assert results["recorded_source"].endswith("benchmarks/locomo_retrieval.py")
     runs = results["runs"]
-    assert set(runs) == {"turns", "turns+dates", "observations", "observations+dates"}
+    contract = {"observations" + CONTRACT, "observations+dates" + CONTRACT}
+    assert set(runs) == {"turns", "turns+dates", "observations", "observations+dates"} | contract
+    for documents in contract:
+        # Written with create_fact, asked with search(top_k=10): recall only up to 10.
+        (measured,) = runs.pop(documents).values()
+        ks = [k for k in KS if k <= CONTRACT_TOP_K]
+        recalls = [measured["all"][f"R@{k}"] for k in ks]
+        assert recalls == sorted(recalls)
+        assert f"R@{KS[-1]}" not in measured["all"]
+        assert 0 < measured["stored_facts"] <= runs["observations"]["default"]["documents"]
+        assert measured["questions"] == runs["observations"]["default"]["questions"]
     for documents, methods in runs.items():
         expected = {"lexical", "hybrid", "semantic", "default"}
         expected |= {

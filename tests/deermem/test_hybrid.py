@@ -19,6 +19,7 @@ from deerflow.agents.memory.backends.deermem.deermem.core.index import (
     RetrievalIndex,
 )
 from deerflow.agents.memory.backends.deermem.deermem.core.paths import safe_user_id
+from deerflow.agents.memory.backends.deermem.deermem.core.vectors import stored_form
 from deerflow.agents.memory.backends.deermem.deermem.embeddings import Embedder, EmbeddingError
 from deerflow.agents.memory.backends.deermem.deermem.pipeline.apply import apply_extraction
 from deerflow.agents.memory.backends.deermem.deermem.pipeline.extraction import (
@@ -84,9 +85,8 @@ def assert_vectors_match_the_files(
     manager: DeerMemMemoryManager, embedder: Embedder, root: Path, user: str = "u"
 ) -> None:
     facts = manager.reload_memory(user_id=user)["facts"]
-    expected = dict(
-        zip([f["id"] for f in facts], embedder.encode([f["content"] for f in facts]), strict=True)
-    )
+    vectors = [stored_form(v) for v in embedder.encode([f["content"] for f in facts])]
+    expected = dict(zip([f["id"] for f in facts], vectors, strict=True))
     assert stored_vectors(root, user) == expected
     assert orphan_vectors(root) == 0
 
@@ -258,6 +258,33 @@ def test_turning_embeddings_on_later_or_off_and_on_never_leaves_stale_vectors(
     ]
     assert_vectors_match_the_files(hybrid, embedder, tmp_path)
     hybrid.close()
+
+
+def test_an_index_of_full_precision_vectors_is_rebuilt_in_half_precision(
+    tmp_path: Path, embedder: Embedder
+) -> None:
+    manager = make(tmp_path)
+    manager.create_fact("Lives in Berlin", user_id="u")
+    manager.close()
+    # As an earlier version left it: float32 vectors, recorded under the bare model name.
+    with sqlite3.connect(tmp_path / ".retrieval" / "index.sqlite3") as conn:
+        full = {fact_id: embedder.encode([text])[0] for fact_id, text in stored_texts(conn)}
+        for fact_id, vector in full.items():
+            conn.execute(
+                "UPDATE vectors SET vec = ? WHERE id = (SELECT id FROM facts WHERE fact_id = ?)",
+                (vector, fact_id),
+            )
+        conn.execute("UPDATE meta SET value = ? WHERE key = 'embedder'", (embedder.name,))
+    conn.close()
+
+    manager = make(tmp_path)
+    assert contents(manager.search("which city", top_k=1, user_id="u")) == ["Lives in Berlin"]
+    assert_vectors_match_the_files(manager, embedder, tmp_path)
+    manager.close()
+
+
+def stored_texts(conn: sqlite3.Connection) -> list[tuple[str, str]]:
+    return conn.execute("SELECT fact_id, body FROM facts").fetchall()
 
 
 def test_a_failing_model_writes_nothing_to_the_index(tmp_path: Path) -> None:

@@ -26,7 +26,8 @@ Hybrid retrieval. Given a `VectorModel`, the index also keeps each fact's vector
 (`vectors.py`), and a search fuses the lexical ranking with the semantic one (cosine similarity
 to the query, times the same confidence and recency factors), `fusion.fuse`, over the best
 `CANDIDATES` of each. Reading a scope's vectors costs more than scoring them (about 1.5 ms for
-600 facts against 0.1 ms), so they are kept with the scope's rows.
+600 facts against 0.1 ms), so they are kept with the scope's rows, and read with them in one
+statement (`vectors.read_scope`).
 
 Concurrency. One connection per object behind a lock; WAL lets other processes read while one
 writes; writes are `BEGIN IMMEDIATE` transactions, so writers queue on the busy timeout.
@@ -66,7 +67,7 @@ from deerflow.agents.memory.backends.deermem.deermem.core.vectors import (
     ScopeVectors,
     VectorModel,
     delete_vector,
-    load_scope,
+    read_scope,
     store_vector,
     sync_model,
 )
@@ -461,9 +462,9 @@ class RetrievalIndex:
             if scope is None:
                 return []
             depth = pool if query_vector is None else max(pool, CANDIDATES)
-            ranking = self._lexical(query, scope, category=category, limit=depth, now=moment)
             if model is not None and query_vector is not None:
-                vectors = self._vectors(scope)
+                vectors = self._vectors(scope)  # first: it reads the rows in the same statement
+            ranking = self._lexical(query, scope, category=category, limit=depth, now=moment)
             if thread_context and (ranking or vectors is not None):
                 threads = self._threads(scope)
         if model is not None and query_vector is not None and vectors is not None:
@@ -540,9 +541,11 @@ class RetrievalIndex:
         return scope.threads
 
     def _vectors(self, scope: _Scope) -> ScopeVectors:
-        """The scope's vectors, read once per cached scope (the lock is held)."""
+        """The scope's vectors, read once per cached scope with its rows (the lock is held)."""
         if scope.vectors is None:
-            scope.vectors = load_scope(self._conn, *_scope_range(scope.scope_id))
+            rows, scope.vectors = read_scope(self._conn, *_scope_range(scope.scope_id))
+            if scope.rows is None:
+                scope.rows = ScopeRows.of(rows)
         return scope.vectors
 
     def _lexical(
