@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from itertools import islice
 from typing import Any, Final, TypeVar
 
 from deerflow.agents.memory.backends.deermem.deermem.core.fts_query import (
@@ -26,10 +27,13 @@ from deerflow.agents.memory.backends.deermem.deermem.threads import POOL
 
 __all__ = [
     "CANDIDATES",
+    "ENCODE_BATCH",
+    "PROGRESS_EVERY",
     "SEMANTIC_FLOOR",
     "SEMANTIC_RATIO",
     "IndexedFact",
     "SearchHit",
+    "batches",
     "by_meaning",
     "check_search",
     "depths",
@@ -39,6 +43,11 @@ __all__ = [
 ]
 
 _K = TypeVar("_K")
+
+PROGRESS_EVERY: Final = 1000
+"""A rebuild reports its progress every this many facts."""
+ENCODE_BATCH: Final = 256
+"""A rebuild with a model encodes this many facts at a time."""
 
 CANDIDATES: Final = 200
 """How many of each ranking a hybrid search fuses (more when the search asks for more). Deeper
@@ -166,3 +175,10 @@ def fused(
     kept.update(meaning)
     both = fuse(lexical, semantic, semantic_weight=semantic_weight)
     return [pair for pair in both if pair[0] in kept][:pool]
+
+
+def batches(facts: Iterable[IndexedFact], size: int) -> Iterator[list[IndexedFact]]:
+    """`facts` in lists of `size`, read lazily (a rebuild streams millions)."""
+    iterator = iter(facts)
+    while batch := list(islice(iterator, size)):
+        yield batch

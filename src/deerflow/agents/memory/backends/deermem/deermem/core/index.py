@@ -34,7 +34,6 @@ writes; writes are `BEGIN IMMEDIATE` transactions, so writers queue on the busy 
 
 from __future__ import annotations
 
-import itertools
 import sqlite3
 import threading
 from collections import OrderedDict
@@ -69,8 +68,11 @@ from deerflow.agents.memory.backends.deermem.deermem.core.vectors import (
 )
 from deerflow.agents.memory.backends.deermem.deermem.retrieval import (
     CANDIDATES,
+    ENCODE_BATCH,
+    PROGRESS_EVERY,
     IndexedFact,
     SearchHit,
+    batches,
     by_meaning,
     check_search,
     depths,
@@ -92,8 +94,6 @@ __all__ = [
 
 _SCOPE_BITS: Final = 32
 _BUSY_TIMEOUT_S: Final = 30.0
-_PROGRESS_EVERY: Final = 1000
-_ENCODE_BATCH: Final = 256
 
 _CACHED_SCOPES: Final = 64
 _TERM_SQL: Final = "SELECT rowid FROM facts_fts WHERE facts_fts MATCH ? AND rowid BETWEEN ? AND ?"
@@ -336,8 +336,8 @@ class RetrievalIndex:
                 scopes: dict[str, int] = {}
                 next_rowid: dict[int, int] = {}  # every scope starts empty: no look-ups
                 # With a model, facts are read ahead a batch at a time to encode them together.
-                size = 1 if self._model is None else _ENCODE_BATCH
-                for batch in _batches(facts, size):
+                size = 1 if self._model is None else ENCODE_BATCH
+                for batch in batches(facts, size):
                     for fact, vector in zip(batch, self._encode(batch), strict=True):
                         scope_id = _scope_id(conn, user_key, fact.agent, scopes)
                         rowid = next_rowid.get(scope_id, _scope_range(scope_id)[0])
@@ -347,7 +347,7 @@ class RetrievalIndex:
                         if vector is not None:
                             store_vector(conn, rowid, vector)
                         done += 1
-                        if progress is not None and done % _PROGRESS_EVERY == 0:
+                        if progress is not None and done % PROGRESS_EVERY == 0:
                             progress(done)
             # The full-text index is built from `facts` in one pass (FTS5's 'rebuild' reads the
             # external content table in C), then merged into one segment per term, so every later
@@ -633,13 +633,6 @@ def _upsert(
     conn.execute("INSERT INTO facts_fts(rowid, body) VALUES (?, ?)", (rowid, body))
     if vector is not None:
         store_vector(conn, rowid, vector)
-
-
-def _batches(facts: Iterable[IndexedFact], size: int) -> Iterator[list[IndexedFact]]:
-    """`facts` in lists of `size`, read lazily (a rebuild streams millions)."""
-    iterator = iter(facts)
-    while batch := list(itertools.islice(iterator, size)):
-        yield batch
 
 
 def _retokenize(conn: sqlite3.Connection) -> None:
