@@ -16,7 +16,6 @@ from deerflow.agents.memory.backends.deermem import DeerMemMemoryManager
 from deerflow.agents.memory.backends.deermem.deermem.config import DeerMemConfig
 from deerflow.agents.memory.backends.deermem.deermem.core.index import (
     IndexedFact,
-    RetrievalIndex,
 )
 from deerflow.agents.memory.backends.deermem.deermem.core.paths import safe_user_id
 from deerflow.agents.memory.backends.deermem.deermem.embeddings import Embedder, EmbeddingError
@@ -26,6 +25,7 @@ from deerflow.agents.memory.backends.deermem.deermem.pipeline.extraction import 
     Labels,
     NewFact,
 )
+from tests.conftest import OpenIndex
 from tests.deermem.pipeline_helpers import ScriptedModel, reply
 
 DEFAULT = "__default__"
@@ -260,16 +260,17 @@ def test_turning_embeddings_on_later_or_off_and_on_never_leaves_stale_vectors(
     hybrid.close()
 
 
-def test_a_failing_model_writes_nothing_to_the_index(tmp_path: Path) -> None:
-    broken = Embedder(model_dir=tmp_path / "missing")
-    index = RetrievalIndex(tmp_path / "index.sqlite3", broken)
+def test_a_failing_model_writes_nothing_to_the_index(
+    open_index: OpenIndex, embedder: Embedder, tmp_path: Path
+) -> None:
+    open_index(embedder).close()  # the store holds this model's vectors...
+    index = open_index(Embedder(model_dir=tmp_path / "missing"))  # ...whose files then went
     fact = IndexedFact(DEFAULT, "fact_1", "Lives in Berlin", "context", 0.9, "2026-12-01")
     with pytest.raises(EmbeddingError, match="not found"):
         index.apply("u", 1, [fact], [])
     assert index.indexed_revision("u") is None
     with pytest.raises(EmbeddingError):
         index.search("u", DEFAULT, "Berlin")
-    index.close()
 
 
 # -- near duplicates by meaning ----------------------------------------------------------------

@@ -14,7 +14,9 @@ parsed here, and what FTS5 would reject (`pnpm AND`) raises `QuerySyntaxError`, 
 text is searched again as plain words, as the files index does. Two forms have no exact
 `tsquery` equivalent: `^word` (the first token of the text) is refused like a syntax error, and
 `NEAR(a b c, N)` with three or more phrases requires every pair to be within N tokens, a little
-looser than FTS5's single window (two phrases are exact).
+looser than FTS5's single window (two phrases are exact). A token longer than 500 characters is
+cut to its first 500 (PostgreSQL's limit on a lexeme's size), and positions past 16383 count as
+16383 (its limit on positions), which only matters for phrases deep inside very long texts.
 """
 
 from __future__ import annotations
@@ -28,10 +30,12 @@ from typing import Final
 __all__ = ["Query", "QuerySyntaxError", "index_terms", "tokens", "translate"]
 
 _TOKEN = re.compile(r"[^\W_]+")
+_LONGEST: Final = 500
+"""Tokens are cut to this many characters: PostgreSQL refuses a lexeme of 2 KiB or more (and
+500 characters are at most 2000 bytes)."""
 _NEAR_DEFAULT: Final = 10
 _NEAR_MAX: Final = 32
 """NEAR distances above this are taken as AND: each allowed distance is one alternative."""
-_LEXEME: Final = re.compile(r"[^\W_]+")
 
 
 class QuerySyntaxError(ValueError):
@@ -41,7 +45,7 @@ class QuerySyntaxError(ValueError):
 def tokens(text: str) -> list[str]:
     """The tokens unicode61 (`remove_diacritics 2`) makes of text: runs of letters and digits,
     lower case, without diacritics."""
-    return [_fold(token) for token in _TOKEN.findall(text)]
+    return [_fold(token[:_LONGEST]) for token in _TOKEN.findall(text)]
 
 
 def index_terms(text: str) -> str:
