@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from itertools import islice
-from typing import Any, Final, TypeVar
+from typing import TYPE_CHECKING, Any, Final, TypeVar
 
 from deerflow.agents.memory.backends.deermem.deermem.core.fts_query import (
     Cut,
@@ -24,6 +24,9 @@ from deerflow.agents.memory.backends.deermem.deermem.core.fts_query import (
 )
 from deerflow.agents.memory.backends.deermem.deermem.fusion import fuse
 from deerflow.agents.memory.backends.deermem.deermem.threads import POOL
+
+if TYPE_CHECKING:
+    from deerflow.agents.memory.backends.deermem.deermem.core.vectors import VectorModel
 
 __all__ = [
     "CANDIDATES",
@@ -37,6 +40,7 @@ __all__ = [
     "by_meaning",
     "check_search",
     "depths",
+    "encode",
     "fused",
     "index_text",
     "timestamp",
@@ -182,3 +186,15 @@ def batches(facts: Iterable[IndexedFact], size: int) -> Iterator[list[IndexedFac
     iterator = iter(facts)
     while batch := list(islice(iterator, size)):
         yield batch
+
+
+def encode(model: VectorModel | None, facts: Sequence[IndexedFact]) -> list[bytes | None]:
+    """The vectors of `facts` (their text without the event words), or None each without a
+    model.
+
+    Raises:
+        EmbeddingError: the model failed.
+    """
+    if model is None:
+        return [None] * len(facts)
+    return list(model.encode([fact.content for fact in facts]))

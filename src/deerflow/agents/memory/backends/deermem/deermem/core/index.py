@@ -76,6 +76,7 @@ from deerflow.agents.memory.backends.deermem.deermem.retrieval import (
     by_meaning,
     check_search,
     depths,
+    encode,
     fused,
     index_text,
     timestamp,
@@ -258,7 +259,7 @@ class RetrievalIndex:
         Raises:
             EmbeddingError: the model failed; nothing was written.
         """
-        vectors = self._encode(upserts)
+        vectors = encode(self._model, upserts)
         with self._write() as conn:
             row = conn.execute(
                 "SELECT revision FROM users WHERE user_key = ?", (user_key,)
@@ -287,7 +288,7 @@ class RetrievalIndex:
             EmbeddingError: the model failed; nothing was written.
         """
         facts = list(facts)
-        vectors = self._encode(facts)
+        vectors = encode(self._model, facts)
         rows = "FROM facts WHERE scope_id IN (SELECT scope_id FROM scopes WHERE user_key = ?)"
         with self._write() as conn:
             conn.execute(
@@ -338,7 +339,7 @@ class RetrievalIndex:
                 # With a model, facts are read ahead a batch at a time to encode them together.
                 size = 1 if self._model is None else ENCODE_BATCH
                 for batch in batches(facts, size):
-                    for fact, vector in zip(batch, self._encode(batch), strict=True):
+                    for fact, vector in zip(batch, encode(self._model, batch), strict=True):
                         scope_id = _scope_id(conn, user_key, fact.agent, scopes)
                         rowid = next_rowid.get(scope_id, _scope_range(scope_id)[0])
                         next_rowid[scope_id] = rowid + 1
@@ -524,12 +525,6 @@ class RetrievalIndex:
 
     def _matches(self, match: str, lo: int, hi: int) -> list[int]:
         return [rowid for (rowid,) in self._conn.execute(_TERM_SQL, (match, lo, hi))]
-
-    def _encode(self, facts: Sequence[IndexedFact]) -> list[bytes | None]:
-        """The vectors of `facts` (their text without the event words), or None each."""
-        if self._model is None:
-            return [None] * len(facts)
-        return list(self._model.encode([fact.content for fact in facts]))
 
     def _choose_segmenter(self, conn: sqlite3.Connection) -> Cut:
         """The CJK segmenter recorded in the index; a new index records jieba if importable.

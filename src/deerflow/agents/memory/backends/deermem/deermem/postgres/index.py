@@ -67,6 +67,7 @@ from deerflow.agents.memory.backends.deermem.deermem.retrieval import (
     by_meaning,
     check_search,
     depths,
+    encode,
     fused,
     index_text,
     timestamp,
@@ -225,7 +226,7 @@ class PostgresIndex:
         Raises:
             EmbeddingError: the model failed; nothing was written.
         """
-        vectors = self._encode(upserts)
+        vectors = encode(self._model, upserts)
         with self._connection() as conn:
             conn.execute(
                 "INSERT INTO search_users (user_key, revision) VALUES (%s, 0)"
@@ -253,7 +254,7 @@ class PostgresIndex:
             EmbeddingError: the model failed; nothing was written.
         """
         facts = list(facts)
-        vectors = self._encode(facts)
+        vectors = encode(self._model, facts)
         with self._connection() as conn:
             _set_revision(conn, user_key, revision)
             conn.execute("DELETE FROM search_facts WHERE user_key = %s", (user_key,))
@@ -294,7 +295,7 @@ class PostgresIndex:
                     # With a model, facts are read ahead a batch at a time to encode together.
                     size = 1 if self._model is None else ENCODE_BATCH
                     for batch in batches(facts, size):
-                        for fact, vector in zip(batch, self._encode(batch), strict=True):
+                        for fact, vector in zip(batch, encode(self._model, batch), strict=True):
                             row = self._row(user_key, fact)
                             copy.write_row(row if vector is None else (*row, _Embedding(vector)))
                             done += 1
@@ -509,12 +510,6 @@ class PostgresIndex:
                 f" ON CONFLICT (user_key, agent, fact_id) DO UPDATE SET {updates}",
                 rows,
             )
-
-    def _encode(self, facts: Sequence[IndexedFact]) -> list[bytes | None]:
-        """The vectors of `facts` (their text without the event words), or None each."""
-        if self._model is None:
-            return [None] * len(facts)
-        return list(self._model.encode([fact.content for fact in facts]))
 
     # -- the model ----------------------------------------------------------------------------
 
