@@ -83,12 +83,12 @@ def probe(url: str, n_facts: int, n_users: int, queries: int, *, vectors: bool) 
             results["scope_plan"] = [row[0] for row in explained]
             print("  scoped read:", " / ".join(line.strip() for (line,) in explained[:2]))
             if vectors and model is not None:
-                results.update(_global_nearest(conn, index, model))
+                results.update(_global_nearest(conn, model))
         index.close()
     return results
 
 
-def _global_nearest(conn: Any, index: PostgresIndex, model: Embedder) -> dict[str, Any]:
+def _global_nearest(conn: Any, model: Embedder) -> dict[str, Any]:
     """A nearest-neighbour query over every user, with and without the HNSW index."""
     vector = "[" + ",".join(map(str, _floats(model.encode(["which city"])[0]))) + "]"
     sql = "SELECT fact_id FROM search_facts ORDER BY embedding <#> %s::vector LIMIT 10"

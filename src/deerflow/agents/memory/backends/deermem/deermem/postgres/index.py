@@ -199,7 +199,7 @@ class PostgresIndex:
 
     def indexed_revision(self, user_key: str) -> int | None:
         """The user's revision the index reflects, or None when unknown (dirty or never seen)."""
-        with self._connection() as conn:
+        with self._connection(read=True) as conn:
             row = conn.execute(
                 "SELECT revision FROM search_users WHERE user_key = %s", (user_key,)
             ).fetchone()
@@ -337,7 +337,7 @@ class PostgresIndex:
         if query_vector is not None and not any(query_vector):
             query_vector = None  # no token the model knows (e.g. Chinese): lexical only
         pool, depth = depths(limit, thread_context, semantic=query_vector is not None)
-        with self._connection() as conn:
+        with self._connection(read=True) as conn:  # the scope is read by one statement
             lexical = self._lexical(conn, query)
             rows = self._scope_rows(conn, user_key, agent, lexical, query_vector)
         if not rows:
@@ -391,7 +391,7 @@ class PostgresIndex:
         if self._model is None or not query.strip():
             return {}
         vector = _Embedding(self._model.encode([query])[0])
-        with self._connection() as conn:
+        with self._connection(read=True) as conn:
             rows = conn.execute(
                 f"SELECT fact_id, -(embedding {self._distance} %b) FROM search_facts"
                 " WHERE user_key = %s AND agent = %s AND embedding IS NOT NULL ORDER BY id",
@@ -555,8 +555,9 @@ class PostgresIndex:
     # -- connections --------------------------------------------------------------------------
 
     @contextmanager
-    def _connection(self) -> Iterator[Connection[Any]]:
-        """A pool connection for one transaction, able to send vectors.
+    def _connection(self, *, read: bool = False) -> Iterator[Connection[Any]]:
+        """A pool connection able to send vectors: one transaction, or with `read` one
+        statement at a time (each sees one snapshot; no BEGIN and COMMIT round trips).
 
         Raises:
             IndexClosedError: `close()` has been called.
@@ -567,7 +568,14 @@ class PostgresIndex:
             if self._vector_dumpers is not None:
                 for dumper in self._vector_dumpers:
                     conn.adapters.register_dumper(_Embedding, dumper)
-            yield conn
+            if not read:
+                yield conn
+                return
+            conn.autocommit = True
+            try:
+                yield conn
+            finally:
+                conn.autocommit = False
 
 
 def _meta(conn: Connection[Any], key: str) -> str:
