@@ -277,3 +277,10 @@ def test_a_bad_semantic_weight_is_refused(open_index: OpenIndex, embedder: Embed
     index.apply("u", 1, [fact(1, "tea")], [])
     with pytest.raises(ValueError, match="semantic_weight"):
         index.search("u", DEFAULT, "tea", semantic_weight=1.5)
+
+
+def test_reset_empties_the_index_so_every_user_is_rebuilt(pool: ConnectionPool) -> None:
+    PostgresIndex(pool).apply("u", 1, [fact(1, "tea")], [])
+    index = PostgresIndex.reset(pool)
+    assert index.indexed_revision("u") is None
+    assert index.search("u", DEFAULT, "tea") == []

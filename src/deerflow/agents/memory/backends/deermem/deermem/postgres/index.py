@@ -193,6 +193,16 @@ class PostgresIndex:
             self._cut: Cut = choice.cut
             self._sync_model(conn)
 
+    @classmethod
+    def reset(cls, pool: ConnectionPool, model: VectorModel | None = None) -> PostgresIndex:
+        """Empty the index, then open it: every user is rebuilt from the storage before their
+        next search (derived data; dropping it is the caller's decision)."""
+        index = cls(pool, model)
+        with index._connection() as conn:
+            conn.execute("DELETE FROM search_facts")
+            conn.execute("DELETE FROM search_users")
+        return index
+
     def close(self) -> None:
         """Stop using the pool (the engine closes it); the object cannot be used afterwards."""
         self._closed = True
