@@ -91,7 +91,13 @@ def probe(url: str, n_facts: int, n_users: int, queries: int, *, vectors: bool) 
 def _global_nearest(conn: Any, model: Embedder) -> dict[str, Any]:
     """A nearest-neighbour query over every user, with and without the HNSW index."""
     vector = "[" + ",".join(map(str, _floats(model.encode(["which city"])[0]))) + "]"
-    sql = "SELECT fact_id FROM search_facts ORDER BY embedding <#> %s::vector LIMIT 10"
+    (schema,) = conn.execute(
+        "SELECT extnamespace::regnamespace::text FROM pg_extension WHERE extname = 'vector'"
+    ).fetchone()
+    sql = (
+        f"SELECT fact_id FROM search_facts ORDER BY embedding OPERATOR({schema}.<#>)"
+        f" %s::{schema}.vector LIMIT 10"
+    )
     found: dict[str, Any] = {}
     for name, setting in (("global_nearest_hnsw", "on"), ("global_nearest_scan", "off")):
         conn.execute(f"SET enable_indexscan = {setting}")
