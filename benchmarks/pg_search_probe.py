@@ -104,7 +104,7 @@ def _global_nearest(conn: Any, model: Embedder) -> dict[str, Any]:
         times = []
         for _ in range(20):
             start = time.perf_counter()
-            conn.execute(sql, (vector,)).fetchall()
+            conn.execute(sql, (vector,), prepare=False).fetchall()  # a plan per setting
             times.append((time.perf_counter() - start) * 1000)
         found[name] = round(sorted(times)[10], 2)
         print(f"  nearest 10 over all users, index scan {setting}: p50 {found[name]} ms")
