@@ -13,7 +13,10 @@ word queries of the same vocabulary by users drawn at random, so the two probes 
 * `--big`: the same at 10^6 facts over 10^4 users, lexical only (encoding a million facts and
   building their HNSW graph would take most of an hour on two cores);
 * the plan of one scoped search (the btree scope index) and, with `--vectors`, a nearest-
-  neighbour query over every user with and without the HNSW index.
+  neighbour query over every user with and without the HNSW index;
+* `--stems`: how many English words of the repository (docs, README, code, test data) the
+  index's stemmer (`search_stem`, Snowball `porter`) and PostgreSQL's `english` stemmer each
+  stem differently from FTS5's porter tokenizer, and the first few of them.
 
 Without `--url` (or DEERFLOW_TEST_DATABASE_URL) an embedded PostgreSQL 18 with pgvector is
 started in a temporary directory, as the tests do.
@@ -23,6 +26,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
+import sqlite3
 import time
 from contextlib import ExitStack
 from pathlib import Path
@@ -112,6 +117,47 @@ def _global_nearest(conn: Any, model: Embedder) -> dict[str, Any]:
     return found
 
 
+def stem_differences(url: str, root: Path) -> dict[str, Any]:
+    """Words stemmed otherwise than by FTS5, by the index's stemmer and by `english_stem`."""
+    paths = [*root.glob("docs/*.md"), root / "README.md", *root.glob("src/**/*.py")]
+    paths += root.glob("tests/deermem/data/*.json")
+    text = " ".join(path.read_text(errors="replace") for path in paths)
+    words = sorted({word.lower() for word in re.findall(r"[A-Za-z]+", text)})
+    fts = sqlite3.connect(":memory:")
+    fts.execute("CREATE VIRTUAL TABLE t USING fts5(body, tokenize='porter unicode61')")
+    fts.executemany("INSERT INTO t (rowid, body) VALUES (?, ?)", enumerate(words))
+    fts.execute("CREATE VIRTUAL TABLE v USING fts5vocab(t, 'instance')")
+    expected = {words[row]: term for term, row in fts.execute("SELECT term, doc FROM v")}
+    config = parse_config(postgres_backend_config(url, Path("."), database_pool_size=1))
+    found: dict[str, Any] = {"words": len(words)}
+    with open_pool(config) as pool:
+        PostgresIndex(pool).close()  # creates search_stem
+        with pool.connection() as conn:
+            # English stemming without its stop words, which the comparison is not about.
+            conn.execute(
+                "CREATE TEXT SEARCH DICTIONARY english_words"
+                " (TEMPLATE = snowball, Language = english)"
+            )
+            for name, stem in (
+                ("porter", "search_stem(w)"),
+                (
+                    "english",
+                    "CASE WHEN octet_length(w) < 3 THEN w"
+                    " ELSE (ts_lexize('english_words', w))[1] END",
+                ),
+            ):
+                rows = conn.execute(
+                    f"SELECT w, {stem} FROM unnest(%s::text[]) AS w", (words,)
+                ).fetchall()
+                differ = [(w, expected[w], s) for w, s in rows if expected[w] != s]
+                found[name] = {"differ": len(differ), "first": differ[:10]}
+                print(
+                    f"  {name}: {len(differ)} of {len(words)} words stemmed otherwise than"
+                    f" by FTS5, e.g. {differ[:4]}"
+                )
+    return found
+
+
 def _floats(vector: bytes) -> list[float]:
     from array import array
 
@@ -123,13 +169,18 @@ def main() -> None:
     parser.add_argument("--queries", type=int, default=2000)
     parser.add_argument("--big", action="store_true", help="also 10^6 facts over 10^4 users")
     parser.add_argument("--vectors", action="store_true", help="hybrid search at 10^5")
+    parser.add_argument("--stems", action="store_true", help="only compare the stemmers")
     parser.add_argument("--url", help="a PostgreSQL server with pgvector (default: embedded)")
     parser.add_argument("--json", type=Path, help="write the figures here")
     args = parser.parse_args()
     figures = []
     with ExitStack() as stack:
         url = args.url or stack.enter_context(running_postgres())
-        figures.append(probe(url, 100_000, 1000, args.queries, vectors=False))
+        if args.stems:
+            figures.append(stem_differences(url, Path(__file__).resolve().parent.parent))
+            args.big = args.vectors = False
+        else:
+            figures.append(probe(url, 100_000, 1000, args.queries, vectors=False))
         if args.vectors:
             figures.append(probe(url, 100_000, 1000, args.queries, vectors=True))
         if args.big:
