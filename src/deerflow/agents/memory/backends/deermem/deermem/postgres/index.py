@@ -8,7 +8,8 @@ the same facts in the same order (up to float rounding in the similarities).
 Tokens. `tsquery.tokens` splits and folds text the way FTS5's unicode61 does; `search_facts.body`
 holds those tokens and its generated `tsv` column their stems (`search_stem`: Snowball's
 `porter`, the Porter algorithm of FTS5, tokens under 3 bytes unstemmed as FTS5 leaves them).
-Queries are built by `fts_query.build_query` as for FTS5 and translated by `tsquery.translate`.
+Queries are built by `fts_query.build_query` as for FTS5 and translated by `tsquery.translate`;
+the stems of query words are asked of the database once per process (`_stem`).
 
 Ranking. One statement per search reads the scope's rows (user_key, agent: the unique btree
 index's prefix, so a search costs the same whatever other users store) with, for each row, which
