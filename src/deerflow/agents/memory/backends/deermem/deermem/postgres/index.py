@@ -471,16 +471,22 @@ class PostgresIndex:
         return conn.execute(sql, (*values, user_key, agent)).fetchall()
 
     def _stem(self, conn: Connection[Any], words: set[str]) -> dict[str, str]:
-        """The stems of `words`, asked of the database once per process (stemming is fixed)."""
-        unknown = [word for word in words if word not in self._stems]
+        """The stems of `words`, asked of the database once per process (stemming is fixed).
+
+        Threads share the cache: it is replaced, never emptied, when it grows too large."""
+        cache = self._stems
+        stems = {word: cache[word] for word in words if word in cache}
+        unknown = [word for word in words if word not in stems]
         if unknown:
-            if len(self._stems) > _STEMS_KEPT:
-                self._stems.clear()
             rows = conn.execute(
                 "SELECT word, search_stem(word) FROM unnest(%s::text[]) AS word", (unknown,)
             )
-            self._stems.update((str(word), str(stem)) for word, stem in rows)
-        return {word: self._stems[word] for word in words}
+            fresh = {str(word): str(stem) for word, stem in rows}
+            if len(cache) > _STEMS_KEPT:
+                self._stems = cache = {}
+            cache.update(fresh)
+            stems.update(fresh)
+        return stems
 
     # -- writing ------------------------------------------------------------------------------
 

@@ -27,7 +27,15 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Final
 
-__all__ = ["Query", "QuerySyntaxError", "index_terms", "tokens", "translate"]
+__all__ = [
+    "Query",
+    "QuerySyntaxError",
+    "index_terms",
+    "render",
+    "tokens",
+    "translate",
+    "words",
+]
 
 _TOKEN = re.compile(r"[^\W_]+")
 _LONGEST: Final = 500
