@@ -188,9 +188,7 @@ class PostgresIndex:
             if choice.stale:
                 conn.execute("UPDATE search_users SET revision = NULL")
             if choice.name != recorded:
-                conn.execute(
-                    "UPDATE search_meta SET value = %s WHERE key = 'segmenter'", (choice.name,)
-                )
+                _set_meta(conn, "segmenter", choice.name)
             self._cut: Cut = choice.cut
             self._sync_model(conn)
 
@@ -561,7 +559,7 @@ class PostgresIndex:
             )
             conn.execute(self._vector_index_sql())
             conn.execute("UPDATE search_users SET revision = NULL")
-        conn.execute("UPDATE search_meta SET value = %s WHERE key = 'embedder'", (wanted,))
+        _set_meta(conn, "embedder", wanted)
 
     def _vector_index_sql(self) -> str:
         return (
@@ -598,6 +596,14 @@ class PostgresIndex:
 def _meta(conn: Connection[Any], key: str) -> str:
     row = conn.execute("SELECT value FROM search_meta WHERE key = %s", (key,)).fetchone()
     return "" if row is None else str(row[0])
+
+
+def _set_meta(conn: Connection[Any], key: str, value: str) -> None:
+    conn.execute(
+        "INSERT INTO search_meta (key, value) VALUES (%s, %s)"
+        " ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+        (key, value),
+    )
 
 
 def _set_revision(conn: Connection[Any], user_key: str, revision: int | None) -> None:
