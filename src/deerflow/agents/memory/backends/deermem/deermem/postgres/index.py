@@ -43,6 +43,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 from psycopg.adapt import Dumper
 from psycopg.pq import Format
+from psycopg.rows import namedtuple_row
 
 from deerflow.agents.memory.backends.deermem.deermem.core.fts_query import (
     STOP_WORDS,
@@ -351,12 +352,12 @@ class PostgresIndex:
             rows = self._scope_rows(conn, user_key, agent, lexical, query_vector)
         if not rows:
             return []
-        scope = ScopeRows.of([row[:6] for row in rows])
+        scope = ScopeRows.of([row[:6] for row in rows])  # the columns `ScopeRows.of` takes
         postings: list[list[int]] = [[] for _ in lexical[0]]
         for row in rows:
-            for term in row[8]:
-                postings[term - 1].append(row[0])
-        candidates = None if lexical[1] is None else [row[0] for row in rows if row[9]]
+            for term in row.matched:
+                postings[term - 1].append(row.id)
+        candidates = None if lexical[1] is None else [row.id for row in rows if row.candidate]
         ranking = []
         if any(postings) or candidates:
             ranking = rank(
@@ -365,27 +366,30 @@ class PostgresIndex:
         if query_vector is not None:
             priors = [
                 0.0
-                if row[10] is None or (category is not None and row[2] != category)
-                else confidence_factor(row[3]) * recency(row[4], moment)
+                if row.similarity is None or (category is not None and row.category != category)
+                else confidence_factor(row.confidence) * recency(row.updated_ts, moment)
                 for row in rows
             ]
             nearest = heapq.nsmallest(
                 depth,
                 (
-                    (position, rows[position][10] * prior)
+                    (position, rows[position].similarity * prior)
                     for position, prior in enumerate(priors)
                     if prior != 0.0
                 ),
                 key=lambda pair: (-pair[1], pair[0]),
             )
-            semantic = [(rows[position][1], score) for position, score in nearest]
-            meaning = (rows[position][1] for position in by_meaning(nearest, priors.__getitem__))
+            semantic = [(rows[position].fact_id, score) for position, score in nearest]
+            found = by_meaning(nearest, priors.__getitem__)
+            meaning = (rows[position].fact_id for position in found)
             ranking = fused(ranking, semantic, meaning, semantic_weight=semantic_weight, pool=pool)
         if thread_context and ranking:
-            threaded = sorted((row[6], row[7], row[0], row[1], row[2]) for row in rows if row[6])
-            order = ThreadOrder.of(
-                (fact_id, thread, cat) for thread, _, _, fact_id, cat in threaded
+            threaded = sorted(
+                (row.thread, row.created_ts, row.id, row.fact_id, row.category)
+                for row in rows
+                if row.thread
             )
+            order = ThreadOrder.of((fact_id, thread, of) for thread, _, _, fact_id, of in threaded)
             ranking = spread(ranking, order, share=thread_context, category=category, limit=limit)
         return [SearchHit(fact_id, score) for fact_id, score in ranking[:limit]]
 
@@ -437,10 +441,11 @@ class PostgresIndex:
         agent: str,
         lexical: tuple[list[str | None], str | None],
         query_vector: bytes | None,
-    ) -> list[tuple[Any, ...]]:
-        """Every row of the scope, in index order: `(id, fact_id, category, confidence,
-        updated_ts, ntokens, thread, created_ts, matched terms (1-based), candidate,
-        similarity)`."""
+    ) -> list[Any]:
+        """Every row of the scope, in index order, as named tuples: `id, fact_id, category,
+        confidence, updated_ts, ntokens` (what `ScopeRows.of` takes), `thread, created_ts`,
+        `matched` (the numbers of the terms it matches, from 1), `candidate` (the deliberate
+        expression matches it) and `similarity` (to the query vector)."""
         terms, match = lexical
         values: list[Any] = []
         matched = []
@@ -463,10 +468,12 @@ class PostgresIndex:
         )
         sql = (
             "SELECT id, fact_id, category, confidence, updated_ts, ntokens, thread, created_ts,"
-            f" {flags}, {candidate}, {similarity} FROM search_facts"
+            f" {flags} AS matched, {candidate} AS candidate, {similarity} AS similarity"
+            " FROM search_facts"
             " WHERE user_key = %s AND agent = %s ORDER BY id"
         )
-        return conn.execute(sql, (*values, user_key, agent)).fetchall()
+        with conn.cursor(row_factory=namedtuple_row) as cursor:
+            return cursor.execute(sql, (*values, user_key, agent)).fetchall()
 
     def _stem(self, conn: Connection[Any], words: set[str]) -> dict[str, str]:
         """The stems of `words`, asked of the database once per process (stemming is fixed).
