@@ -2,17 +2,20 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from deerflow.agents.memory import backend_keys
 from deerflow.agents.memory.backends.deermem import DeerMemMemoryManager
+from deerflow.agents.memory.backends.deermem.deermem.config import parse_config
+from deerflow.agents.memory.backends.deermem.deermem.core.index import RetrievalIndex
 from deerflow.agents.memory.backends.inmemory import InMemoryMemoryManager
 from deerflow.agents.memory.factory import reset_memory_manager
 from deerflow.agents.memory.manager import MemoryManager
-from tests.postgres_server import running_postgres
+from tests.postgres_server import postgres_backend_config, running_postgres
 
 
 @pytest.fixture(autouse=True)
@@ -47,3 +50,38 @@ def postgres_url() -> Iterator[str]:
     (`tests.postgres_server.postgres_backend_config`)."""
     with running_postgres() as url:
         yield url
+
+
+OpenIndex = Callable[..., Any]
+"""`open_index(model=None)`: a new search index object over the test's one store."""
+
+
+@pytest.fixture(params=["files", "postgres"])
+def open_index(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[OpenIndex]:
+    """Each engine's search index (`engine.SearchIndex`), for behaviour both must share: the
+    files engine's FTS5 file under `tmp_path`, or PostgreSQL in a fresh schema. Every call
+    opens another object over the same store, as another process or replica would."""
+    opened: list[Any] = []
+    if request.param == "files":
+        path = tmp_path / ".retrieval" / "index.sqlite3"
+
+        def open_files(model: Any = None) -> Any:
+            opened.append(RetrievalIndex(path, model))
+            return opened[-1]
+
+        yield open_files
+    else:
+        from deerflow.agents.memory.backends.deermem.deermem.postgres.connection import open_pool
+        from deerflow.agents.memory.backends.deermem.deermem.postgres.index import PostgresIndex
+
+        url = request.getfixturevalue("postgres_url")
+        config = parse_config(postgres_backend_config(url, tmp_path, database_pool_size=8))
+        with open_pool(config) as pool:
+
+            def open_postgres(model: Any = None) -> Any:
+                opened.append(PostgresIndex(pool, model))
+                return opened[-1]
+
+            yield open_postgres
+    for index in opened:
+        index.close()

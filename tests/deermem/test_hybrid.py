@@ -16,7 +16,6 @@ from deerflow.agents.memory.backends.deermem import DeerMemMemoryManager
 from deerflow.agents.memory.backends.deermem.deermem.config import DeerMemConfig
 from deerflow.agents.memory.backends.deermem.deermem.core.index import (
     IndexedFact,
-    RetrievalIndex,
 )
 from deerflow.agents.memory.backends.deermem.deermem.core.paths import safe_user_id
 from deerflow.agents.memory.backends.deermem.deermem.core.vectors import stored_form
@@ -27,6 +26,7 @@ from deerflow.agents.memory.backends.deermem.deermem.pipeline.extraction import 
     Labels,
     NewFact,
 )
+from tests.conftest import OpenIndex
 from tests.deermem.pipeline_helpers import ScriptedModel, reply
 
 DEFAULT = "__default__"
@@ -287,16 +287,17 @@ def stored_texts(conn: sqlite3.Connection) -> list[tuple[str, str]]:
     return conn.execute("SELECT fact_id, body FROM facts").fetchall()
 
 
-def test_a_failing_model_writes_nothing_to_the_index(tmp_path: Path) -> None:
-    broken = Embedder(model_dir=tmp_path / "missing")
-    index = RetrievalIndex(tmp_path / "index.sqlite3", broken)
+def test_a_failing_model_writes_nothing_to_the_index(
+    open_index: OpenIndex, embedder: Embedder, tmp_path: Path
+) -> None:
+    open_index(embedder).close()  # the store holds this model's vectors...
+    index = open_index(Embedder(model_dir=tmp_path / "missing"))  # ...whose files then went
     fact = IndexedFact(DEFAULT, "fact_1", "Lives in Berlin", "context", 0.9, "2026-12-01")
     with pytest.raises(EmbeddingError, match="not found"):
         index.apply("u", 1, [fact], [])
     assert index.indexed_revision("u") is None
     with pytest.raises(EmbeddingError):
         index.search("u", DEFAULT, "Berlin")
-    index.close()
 
 
 # -- near duplicates by meaning ----------------------------------------------------------------

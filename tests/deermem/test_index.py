@@ -24,7 +24,9 @@ from deerflow.agents.memory.backends.deermem.deermem.core.index import (
     IndexedFact,
     RetrievalIndex,
 )
+from deerflow.agents.memory.backends.deermem.deermem.engine import SearchIndex
 from deerflow.agents.memory.manager import MemoryCorruptionError
+from tests.conftest import OpenIndex
 
 NOW = datetime(2026, 12, 2, 10, 0, tzinfo=UTC)
 DEFAULT = "__default__"
@@ -43,7 +45,7 @@ def fact(
 
 
 def ids(
-    index: RetrievalIndex,
+    index: SearchIndex,
     query: str,
     *,
     user: str = "u1",
@@ -56,10 +58,10 @@ def ids(
 
 
 @pytest.fixture
-def index(tmp_path: Path) -> Iterator[RetrievalIndex]:
-    opened = RetrievalIndex(tmp_path / ".retrieval" / "index.sqlite3")
-    yield opened
-    opened.close()
+def index(open_index: OpenIndex) -> SearchIndex:
+    """Each engine's index (files and PostgreSQL): what follows holds for both."""
+    opened: SearchIndex = open_index()
+    return opened
 
 
 # --- query building: exact output ------------------------------------------------------------
@@ -138,7 +140,7 @@ def test_segment_rewrites_cjk_runs_only() -> None:
     ],
 )
 def test_query_forms_find_the_right_fact(
-    index: RetrievalIndex, query: str, expected: list[int]
+    index: SearchIndex, query: str, expected: list[int]
 ) -> None:
     index.apply(
         "u1",
@@ -156,7 +158,7 @@ def test_query_forms_find_the_right_fact(
     assert ids(index, query) == [f"fact_{n:08x}" for n in expected]
 
 
-def test_scopes_never_cross(index: RetrievalIndex) -> None:
+def test_scopes_never_cross(index: SearchIndex) -> None:
     """The same fact id in two users and two agents: each search sees only its own scope."""
     index.apply(
         "u1", 1, [fact(1, "tea in u1 default"), fact(1, "tea in u1 coder", agent="coder")], []
@@ -180,7 +182,7 @@ def test_scopes_never_cross(index: RetrievalIndex) -> None:
     assert ids(index, "tea", user="nobody") == []
 
 
-def test_category_filter_applies_before_the_limit(index: RetrievalIndex) -> None:
+def test_category_filter_applies_before_the_limit(index: SearchIndex) -> None:
     facts = [fact(n, "drinks tea", confidence=1.0) for n in range(10)]
     facts.append(fact(99, "drinks tea", category="goal", confidence=0.1, updated_at="2020-01-01"))
     index.apply("u1", 1, facts, [])
@@ -189,7 +191,7 @@ def test_category_filter_applies_before_the_limit(index: RetrievalIndex) -> None
     assert ids(index, "tea", category="identity") == []
 
 
-def test_confidence_and_recency_order_equal_matches(index: RetrievalIndex) -> None:
+def test_confidence_and_recency_order_equal_matches(index: SearchIndex) -> None:
     index.apply(
         "u1",
         1,
@@ -203,21 +205,21 @@ def test_confidence_and_recency_order_equal_matches(index: RetrievalIndex) -> No
     assert ids(index, "tea") == ["fact_00000002", "fact_00000001", "fact_00000003"]
 
 
-def test_a_much_better_text_match_wins_anyway(index: RetrievalIndex) -> None:
+def test_a_much_better_text_match_wins_anyway(index: SearchIndex) -> None:
     weak = [fact(n, "drinks tea daily", confidence=1.0) for n in range(1, 6)]
     strong = fact(9, "drinks green tea daily", confidence=0.1, updated_at="2024-01-01T00:00:00Z")
     index.apply("u1", 1, [*weak, strong], [])
     assert ids(index, "green tea")[0] == "fact_00000009"
 
 
-def test_an_unreadable_time_ranks_as_old(index: RetrievalIndex) -> None:
+def test_an_unreadable_time_ranks_as_old(index: SearchIndex) -> None:
     index.apply(
         "u1", 1, [fact(1, "tea", updated_at=""), fact(2, "tea", updated_at="2026-12-01")], []
     )
     assert ids(index, "tea") == ["fact_00000002", "fact_00000001"]
 
 
-def test_scores_are_positive_and_best_first(index: RetrievalIndex) -> None:
+def test_scores_are_positive_and_best_first(index: SearchIndex) -> None:
     index.apply("u1", 1, [fact(1, "tea"), fact(2, "tea and cake"), fact(3, "cake")], [])
     hits = index.search("u1", DEFAULT, "tea cake", now=NOW)
     assert hits[0].fact_id == "fact_00000002"
@@ -225,7 +227,7 @@ def test_scores_are_positive_and_best_first(index: RetrievalIndex) -> None:
     assert [hit.score for hit in hits] == sorted((hit.score for hit in hits), reverse=True)
 
 
-def test_limit_must_be_positive(index: RetrievalIndex) -> None:
+def test_limit_must_be_positive(index: SearchIndex) -> None:
     with pytest.raises(ValueError, match="limit"):
         index.search("u1", DEFAULT, "tea", limit=0)
 
@@ -233,7 +235,7 @@ def test_limit_must_be_positive(index: RetrievalIndex) -> None:
 # --- writing -----------------------------------------------------------------------------------
 
 
-def test_apply_updates_and_deletes(index: RetrievalIndex) -> None:
+def test_apply_updates_and_deletes(index: SearchIndex) -> None:
     index.apply("u1", 1, [fact(1, "likes tea"), fact(2, "likes coffee")], [])
     index.apply("u1", 2, [fact(1, "likes matcha")], [(DEFAULT, "fact_00000002")])
     assert ids(index, "tea coffee") == []
@@ -242,7 +244,7 @@ def test_apply_updates_and_deletes(index: RetrievalIndex) -> None:
     assert ids(index, "matcha") == ["fact_00000001"]
 
 
-def test_replace_user_swaps_every_agent_of_one_user(index: RetrievalIndex) -> None:
+def test_replace_user_swaps_every_agent_of_one_user(index: SearchIndex) -> None:
     index.apply("u1", 1, [fact(1, "old tea"), fact(2, "old tea", agent="coder")], [])
     index.apply("u2", 1, [fact(1, "old tea")], [])
     index.replace_user("u1", 7, [fact(3, "new tea", agent="coder")])
@@ -252,7 +254,7 @@ def test_replace_user_swaps_every_agent_of_one_user(index: RetrievalIndex) -> No
     assert index.indexed_revision("u1") == 7
 
 
-def test_indexed_revision_follows_sequential_commits_only(index: RetrievalIndex) -> None:
+def test_indexed_revision_follows_sequential_commits_only(index: SearchIndex) -> None:
     assert index.indexed_revision("u1") is None
     index.apply("u1", 1, [fact(1, "tea")], [])
     index.apply("u1", 2, [], [])
@@ -268,14 +270,14 @@ def test_indexed_revision_follows_sequential_commits_only(index: RetrievalIndex)
     assert index.indexed_revision("u1") is None
 
 
-def test_a_new_user_is_known_only_from_revision_one(index: RetrievalIndex) -> None:
+def test_a_new_user_is_known_only_from_revision_one(index: SearchIndex) -> None:
     index.apply("u1", 3, [fact(1, "tea")], [])
     index.mark_dirty("u2")
     assert index.indexed_revision("u1") is None
     assert index.indexed_revision("u2") is None
 
 
-def test_rebuild_streams_and_reports_progress(index: RetrievalIndex) -> None:
+def test_rebuild_streams_and_reports_progress(index: SearchIndex) -> None:
     index.apply("gone", 1, [fact(1, "tea")], [])
     produced = 0
     progress: list[tuple[int, int]] = []
@@ -297,7 +299,7 @@ def test_rebuild_streams_and_reports_progress(index: RetrievalIndex) -> None:
     assert ids(index, '"number 1249"', user="u1", agent="coder") == ["fact_000004e1"]
 
 
-def test_changes_after_a_rebuild_find_exactly_the_new_text(index: RetrievalIndex) -> None:
+def test_changes_after_a_rebuild_find_exactly_the_new_text(index: SearchIndex) -> None:
     # The rebuild fills the full-text index from `facts` in one pass, with rowids of its own
     # choosing: later changes must replace and remove exactly those entries.
     facts = [fact(n, f"green tea number {n}") for n in range(3)]
@@ -309,34 +311,40 @@ def test_changes_after_a_rebuild_find_exactly_the_new_text(index: RetrievalIndex
     assert ids(index, '"number 1"') == []
     assert ids(index, '"number 2"') == []
     assert ids(index, "another", user="u2") == ["fact_00000000"]
-    with sqlite3.connect(index.path) as conn:  # FTS5's own check of index against content
-        conn.execute("INSERT INTO facts_fts(facts_fts, rank) VALUES ('integrity-check', 1)")
+    if isinstance(index, RetrievalIndex):
+        with sqlite3.connect(index.path) as conn:  # FTS5's own check of index against content
+            conn.execute("INSERT INTO facts_fts(facts_fts, rank) VALUES ('integrity-check', 1)")
 
 
-def test_rebuild_of_nothing_empties_the_index(index: RetrievalIndex) -> None:
+def test_rebuild_of_nothing_empties_the_index(index: SearchIndex) -> None:
     index.apply("u1", 1, [fact(1, "tea")], [])
     assert index.rebuild([]) == 0
     assert ids(index, "tea") == []
 
 
-# --- the file ------------------------------------------------------------------------------------
+# --- the store -----------------------------------------------------------------------------------
 
 
-def test_reopening_keeps_data_and_schema(tmp_path: Path) -> None:
-    path = tmp_path / "index.sqlite3"
-    first = RetrievalIndex(path)
+def test_reopening_keeps_data(open_index: OpenIndex) -> None:
+    first = open_index()
     first.apply("u1", 1, [fact(1, "tea")], [])
     first.close()
-    second = RetrievalIndex(path)
+    with pytest.raises(RuntimeError, match="closed"):
+        first.indexed_revision("u1")
+    second = open_index()
     assert ids(second, "tea") == ["fact_00000001"]
     assert second.indexed_revision("u1") == 1
-    second.close()
+
+
+def test_reopening_keeps_the_schema(tmp_path: Path) -> None:
+    path = tmp_path / "index.sqlite3"
+    RetrievalIndex(path).close()
     with sqlite3.connect(path) as conn:
         assert conn.execute("SELECT version FROM migrations").fetchall() == [(1,), (2,), (3,)]
         assert conn.execute("PRAGMA journal_mode").fetchone() == ("wal",)
 
 
-def test_concurrent_applies_lose_nothing(index: RetrievalIndex) -> None:
+def test_concurrent_applies_lose_nothing(index: SearchIndex) -> None:
     def writer(user: str) -> None:
         for n in range(1, 51):
             index.apply(user, n, [fact(n, f"tea {n}")], [])
@@ -351,16 +359,13 @@ def test_concurrent_applies_lose_nothing(index: RetrievalIndex) -> None:
         assert len(ids(index, "tea", user=f"u{t}", limit=100)) == 50
 
 
-def test_two_objects_on_one_file_see_each_others_writes(tmp_path: Path) -> None:
-    path = tmp_path / "index.sqlite3"
-    one, two = RetrievalIndex(path), RetrievalIndex(path)
+def test_two_objects_on_one_store_see_each_others_writes(open_index: OpenIndex) -> None:
+    one, two = open_index(), open_index()
     one.apply("u1", 1, [fact(1, "tea")], [])
     assert ids(two, "tea") == ["fact_00000001"]
     two.apply("u1", 2, [fact(2, "more tea")], [])
     assert ids(one, "tea") == ["fact_00000001", "fact_00000002"]
     assert one.indexed_revision("u1") == 2
-    one.close()
-    two.close()
 
 
 def test_a_corrupt_file_is_reported_not_deleted(tmp_path: Path) -> None:
@@ -380,21 +385,20 @@ def test_a_corrupt_file_is_reported_not_deleted(tmp_path: Path) -> None:
 
 
 def test_jieba_is_used_when_installed_and_its_loss_marks_users_dirty(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    open_index: OpenIndex, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A stand-in jieba that cuts every CJK run into single characters."""
     fake = types.ModuleType("jieba")
     fake.lcut_for_search = list  # type: ignore[attr-defined]
     monkeypatch.setitem(sys.modules, "jieba", fake)
-    path = tmp_path / "index.sqlite3"
-    with_jieba = RetrievalIndex(path)
+    with_jieba = open_index()
     with_jieba.apply("u1", 1, [fact(1, "用户喜欢喝茶")], [])
     assert ids(with_jieba, "茶") == ["fact_00000001"]  # a single character: no bigram has it
     with_jieba.close()
 
     monkeypatch.setitem(sys.modules, "jieba", None)  # importing it now fails
-    without = RetrievalIndex(path)
+    without = open_index()
     assert without.indexed_revision("u1") is None
     without.replace_user("u1", 1, [fact(1, "用户喜欢喝茶")])
     assert ids(without, "喝茶") == ["fact_00000001"]
-    without.close()
+    assert open_index().indexed_revision("u1") == 1  # the fallback is recorded: no loop

@@ -4,7 +4,6 @@ words, and the upgrades of index files built before them."""
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -22,6 +21,8 @@ from deerflow.agents.memory.backends.deermem.deermem.core.index import (
     IndexedFact,
     RetrievalIndex,
 )
+from deerflow.agents.memory.backends.deermem.deermem.engine import SearchIndex
+from tests.conftest import OpenIndex
 
 NOW = datetime(2026, 12, 2, 10, 0, tzinfo=UTC)
 DEFAULT = "__default__"
@@ -31,15 +32,15 @@ def fact(n: int, content: str) -> IndexedFact:
     return IndexedFact(DEFAULT, f"fact_{n:08x}", content, "context", 0.8, "2026-12-01T10:00:00Z")
 
 
-def ids(index: RetrievalIndex, query: str) -> list[str]:
+def ids(index: SearchIndex, query: str) -> list[str]:
     return [hit.fact_id for hit in index.search("u1", DEFAULT, query, limit=10, now=NOW)]
 
 
 @pytest.fixture
-def index(tmp_path: Path) -> Iterator[RetrievalIndex]:
-    opened = RetrievalIndex(tmp_path / "index.sqlite3")
-    yield opened
-    opened.close()
+def index(open_index: OpenIndex) -> SearchIndex:
+    """Each engine's index (files and PostgreSQL): searching holds for both."""
+    opened: SearchIndex = open_index()
+    return opened
 
 
 @pytest.mark.parametrize(
@@ -76,7 +77,7 @@ def test_stop_words_are_lower_case_function_words() -> None:
     assert not {"no", "not", "don"} & STOP_WORDS
 
 
-def test_stemming_and_stop_words_in_search(index: RetrievalIndex) -> None:
+def test_stemming_and_stop_words_in_search(index: SearchIndex) -> None:
     index.apply(
         "u1",
         1,
@@ -140,7 +141,7 @@ def test_event_times_become_the_words_a_question_uses(event_time: str | None, wo
     assert event_words(event_time) == words
 
 
-def test_a_fact_is_found_by_when_it_happened(index: RetrievalIndex) -> None:
+def test_a_fact_is_found_by_when_it_happened(index: SearchIndex) -> None:
     dated = IndexedFact(
         DEFAULT, "fact_00000001", "Went camping with the kids", "context", 0.8,
         "2026-12-01T10:00:00Z", event_time="2023-06-17",

@@ -16,7 +16,11 @@ def open_engine(config: DeerMemConfig) -> MemoryEngine:
         DatabaseUnavailableError: the PostgreSQL database cannot be reached.
     """
     if config.storage == "postgres":
-        raise ValueError("storage: postgres is being wired")
+        from deerflow.agents.memory.backends.deermem.deermem.postgres.engine import (
+            PostgresEngine,
+        )
+
+        return PostgresEngine(config)
     from deerflow.agents.memory.backends.deermem.deermem.core.file_engine import FileEngine
     from deerflow.agents.memory.backends.deermem.deermem.core.storage import load_storage
     from deerflow.agents.memory.backends.deermem.deermem.migrate import migrate_if_needed

@@ -25,8 +25,10 @@ __all__ = [
     "STOP_WORDS",
     "Cut",
     "FtsQuery",
+    "Segmenter",
     "bigrams",
     "build_query",
+    "choose_segmenter",
     "count_tokens",
     "event_words",
     "jieba_cut",
@@ -90,6 +92,34 @@ def jieba_cut() -> Cut | None:
         return [word for word in jieba.lcut_for_search(run) if word.strip()]
 
     return cut
+
+
+@dataclass(frozen=True, slots=True)
+class Segmenter:
+    """The CJK segmenter an index uses.
+
+    Attributes:
+        name: what the index records ("jieba" or "bigram").
+        cut: the segmenter.
+        stale: the index's CJK rows were cut another way: every user must be rebuilt.
+    """
+
+    name: str
+    cut: Cut
+    stale: bool
+
+
+def choose_segmenter(recorded: str | None) -> Segmenter:
+    """The segmenter of an index that recorded `recorded` (None: a new index, which takes jieba
+    if importable). The choice is fixed for the life of the index: one built with jieba, opened
+    where jieba is missing, falls back to bigrams and is stale, because its CJK rows no longer
+    match how queries are cut."""
+    if recorded == "bigram":
+        return Segmenter("bigram", bigrams, stale=False)
+    jieba = jieba_cut()
+    if jieba is not None:
+        return Segmenter(recorded or "jieba", jieba, stale=False)
+    return Segmenter("bigram", bigrams, stale=recorded is not None)
 
 
 def segment(text: str, cut: Cut) -> str:

@@ -35,26 +35,22 @@ writes; writes are `BEGIN IMMEDIATE` transactions, so writers queue on the busy 
 
 from __future__ import annotations
 
-import itertools
 import sqlite3
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Final
+from typing import Final
 
 from deerflow.agents.memory.backends.deermem.deermem.core.fts_query import (
     STOP_WORDS,
     Cut,
-    bigrams,
     build_query,
+    choose_segmenter,
     count_tokens,
-    event_words,
-    jieba_cut,
-    segment,
 )
 from deerflow.agents.memory.backends.deermem.deermem.core.lexical import ScopeRows, rank
 from deerflow.agents.memory.backends.deermem.deermem.core.sqlite import (
@@ -71,36 +67,36 @@ from deerflow.agents.memory.backends.deermem.deermem.core.vectors import (
     store_vector,
     sync_model,
 )
-from deerflow.agents.memory.backends.deermem.deermem.fusion import fuse
-from deerflow.agents.memory.backends.deermem.deermem.threads import POOL, ThreadOrder, spread
+from deerflow.agents.memory.backends.deermem.deermem.retrieval import (
+    CANDIDATES,
+    ENCODE_BATCH,
+    PROGRESS_EVERY,
+    IndexedFact,
+    SearchHit,
+    batches,
+    by_meaning,
+    check_search,
+    depths,
+    encode,
+    fused,
+    index_text,
+    timestamp,
+)
+from deerflow.agents.memory.backends.deermem.deermem.threads import ThreadOrder, spread
 from deerflow.agents.memory.manager import MemoryCorruptionError
 
-if TYPE_CHECKING:
-    import numpy as np
-    from numpy.typing import NDArray
-
-__all__ = ["TOKENIZER", "IndexCorruptionError", "IndexedFact", "RetrievalIndex", "SearchHit"]
+__all__ = [
+    "CANDIDATES",
+    "TOKENIZER",
+    "IndexCorruptionError",
+    "IndexedFact",
+    "RetrievalIndex",
+    "SearchHit",
+]
 
 _SCOPE_BITS: Final = 32
 _BUSY_TIMEOUT_S: Final = 30.0
-_PROGRESS_EVERY: Final = 1000
-_ENCODE_BATCH: Final = 256
 
-CANDIDATES: Final = 200
-"""How many of each ranking a hybrid search fuses (more when the search asks for more). Deeper
-pools let a fact that one ranking places low still win on the other: on LoCoMo conversations 0-4
-R@10 went 0.657 / 0.661 / 0.667 at 50 / 100 / 200."""
-SEMANTIC_FLOOR: Final = 0.5
-"""A fact no query word matches is found by meaning only with at least this cosine similarity...
-"""
-SEMANTIC_RATIO: Final = 0.8
-"""...and at least this share of the best match's (both weighted by confidence and recency).
-
-The shipped static model gives unrelated short texts a cosine of 0.3 to 0.55 ("Kubernetes" and
-"Likes tea": 0.52) and close ones 0.7 to 0.95, so without a bound every search returned `limit`
-facts. The floor drops the unrelated when nothing is close; the ratio drops them beside a clear
-match, while a weak match with nothing better ("package manager", "Prefers pnpm over npm": 0.54)
-is still found. Facts that match a query word are always ranked."""
 _CACHED_SCOPES: Final = 64
 _TERM_SQL: Final = "SELECT rowid FROM facts_fts WHERE facts_fts MATCH ? AND rowid BETWEEN ? AND ?"
 _ROWS_SQL: Final = (
@@ -163,39 +159,6 @@ class IndexClosedError(RuntimeError):
     it after finding it unreadable)."""
 
 
-@dataclass(frozen=True, slots=True)
-class IndexedFact:
-    """The part of a fact the index stores. `agent` is the bucket name, already validated."""
-
-    agent: str
-    fact_id: str
-    content: str
-    category: str
-    confidence: float
-    updated_at: str
-    event_time: str | None = None
-    thread: str | None = None  # the conversation it came from (`source.threadId`)
-    created_at: str = ""  # orders the facts of a thread
-
-    @classmethod
-    def from_record(cls, record: Mapping[str, Any]) -> IndexedFact:
-        """The index's part of a stored fact record (its front matter keys and `content`)."""
-        source = record.get("source")
-        thread = source.get("threadId") if isinstance(source, Mapping) else None
-        event_time = record.get("event_time")
-        return cls(
-            agent=record["agent_name"],
-            fact_id=record["id"],
-            content=record["content"],
-            category=record["category"],
-            confidence=float(record["confidence"]),
-            updated_at=str(record.get("updatedAt", "")),
-            event_time=event_time if isinstance(event_time, str) else None,
-            thread=thread if isinstance(thread, str) and thread else None,
-            created_at=str(record.get("createdAt", "")),
-        )
-
-
 @dataclass(slots=True)
 class _Scope:
     """One scope as searches read it, valid while its user's indexed revision is `revision`."""
@@ -205,14 +168,6 @@ class _Scope:
     rows: ScopeRows | None = None  # read when a search first matches something
     vectors: ScopeVectors | None = None  # read on the first hybrid search
     threads: ThreadOrder | None = None  # read on the first search with thread context
-
-
-@dataclass(frozen=True, slots=True)
-class SearchHit:
-    """One search result; a higher score is better."""
-
-    fact_id: str
-    score: float
 
 
 class RetrievalIndex:
@@ -305,7 +260,7 @@ class RetrievalIndex:
         Raises:
             EmbeddingError: the model failed; nothing was written.
         """
-        vectors = self._encode(upserts)
+        vectors = encode(self._model, upserts)
         with self._write() as conn:
             row = conn.execute(
                 "SELECT revision FROM users WHERE user_key = ?", (user_key,)
@@ -334,7 +289,7 @@ class RetrievalIndex:
             EmbeddingError: the model failed; nothing was written.
         """
         facts = list(facts)
-        vectors = self._encode(facts)
+        vectors = encode(self._model, facts)
         rows = "FROM facts WHERE scope_id IN (SELECT scope_id FROM scopes WHERE user_key = ?)"
         with self._write() as conn:
             conn.execute(
@@ -383,9 +338,9 @@ class RetrievalIndex:
                 scopes: dict[str, int] = {}
                 next_rowid: dict[int, int] = {}  # every scope starts empty: no look-ups
                 # With a model, facts are read ahead a batch at a time to encode them together.
-                size = 1 if self._model is None else _ENCODE_BATCH
-                for batch in _batches(facts, size):
-                    for fact, vector in zip(batch, self._encode(batch), strict=True):
+                size = 1 if self._model is None else ENCODE_BATCH
+                for batch in batches(facts, size):
+                    for fact, vector in zip(batch, encode(self._model, batch), strict=True):
                         scope_id = _scope_id(conn, user_key, fact.agent, scopes)
                         rowid = next_rowid.get(scope_id, _scope_range(scope_id)[0])
                         next_rowid[scope_id] = rowid + 1
@@ -394,7 +349,7 @@ class RetrievalIndex:
                         if vector is not None:
                             store_vector(conn, rowid, vector)
                         done += 1
-                        if progress is not None and done % _PROGRESS_EVERY == 0:
+                        if progress is not None and done % PROGRESS_EVERY == 0:
                             progress(done)
             # The full-text index is built from `facts` in one pass (FTS5's 'rebuild' reads the
             # external content table in C), then merged into one segment per term, so every later
@@ -445,23 +400,19 @@ class RetrievalIndex:
             ValueError: `limit` is below 1, or `thread_context` is outside 0..1.
             EmbeddingError: the model failed to encode the query.
         """
-        if limit < 1:
-            raise ValueError(f"limit: must be at least 1, got {limit}")
-        if not 0.0 <= thread_context <= 1.0:
-            raise ValueError(f"thread_context: must be between 0 and 1, got {thread_context!r}")
-        moment = _timestamp(now or datetime.now(UTC))
+        check_search(limit, thread_context)
+        moment = timestamp(now or datetime.now(UTC))
         model = self._model
         # Encoded before taking the lock: the model is not the connection's business.
         query_vector = model.encode([query])[0] if model is not None and query.strip() else None
         if query_vector is not None and not any(query_vector):
             query_vector = None  # no token the model knows (e.g. Chinese): lexical only
-        pool = limit if thread_context == 0.0 else max(limit, POOL)
+        pool, depth = depths(limit, thread_context, semantic=query_vector is not None)
         vectors = threads = None
         with self._guard(), read_transaction(self._conn):
             scope = self._scope(user_key, agent)
             if scope is None:
                 return []
-            depth = pool if query_vector is None else max(pool, CANDIDATES)
             if model is not None and query_vector is not None:
                 vectors = self._vectors(scope)  # first: it reads the rows in the same statement
             ranking = self._lexical(query, scope, category=category, limit=depth, now=moment)
@@ -471,10 +422,8 @@ class RetrievalIndex:
             priors = vectors.priors(moment, category)
             nearest = model.nearest(query_vector, vectors.matrix, priors, depth)
             semantic = [(vectors.fact_ids[row], score) for row, score in nearest]
-            kept = {fact_id for fact_id, _ in ranking}
-            kept.update(vectors.fact_ids[row] for row in _by_meaning(nearest, priors))
-            fused = fuse(ranking, semantic, semantic_weight=semantic_weight)
-            ranking = [pair for pair in fused if pair[0] in kept][:pool]
+            meaning = (vectors.fact_ids[row] for row in by_meaning(nearest, priors.__getitem__))
+            ranking = fused(ranking, semantic, meaning, semantic_weight=semantic_weight, pool=pool)
         if threads is not None:
             ranking = spread(ranking, threads, share=thread_context, category=category, limit=limit)
         return [SearchHit(fact_id, score) for fact_id, score in ranking[:limit]]
@@ -580,12 +529,6 @@ class RetrievalIndex:
     def _matches(self, match: str, lo: int, hi: int) -> list[int]:
         return [rowid for (rowid,) in self._conn.execute(_TERM_SQL, (match, lo, hi))]
 
-    def _encode(self, facts: Sequence[IndexedFact]) -> list[bytes | None]:
-        """The vectors of `facts` (their text without the event words), or None each."""
-        if self._model is None:
-            return [None] * len(facts)
-        return list(self._model.encode([fact.content for fact in facts]))
-
     def _choose_segmenter(self, conn: sqlite3.Connection) -> Cut:
         """The CJK segmenter recorded in the index; a new index records jieba if importable.
 
@@ -594,16 +537,14 @@ class RetrievalIndex:
         dirty, because its CJK rows no longer match how queries are cut.
         """
         row = conn.execute("SELECT value FROM meta WHERE key = 'segmenter'").fetchone()
-        jieba = jieba_cut()
-        if row is not None and row[0] == "bigram":
-            return bigrams
-        if row is not None and jieba is not None:
-            return jieba
-        if row is not None:
+        choice = choose_segmenter(None if row is None else row[0])
+        if choice.stale:
             conn.execute("UPDATE users SET revision = NULL")
-        name = "bigram" if jieba is None else "jieba"
-        conn.execute("INSERT OR REPLACE INTO meta (key, value) VALUES ('segmenter', ?)", (name,))
-        return jieba or bigrams
+        if choice.name != (None if row is None else row[0]):
+            conn.execute(
+                "INSERT OR REPLACE INTO meta (key, value) VALUES ('segmenter', ?)", (choice.name,)
+            )
+        return choice.cut
 
     @contextmanager
     def _guard(self) -> Iterator[None]:
@@ -634,19 +575,6 @@ class RetrievalIndex:
             yield conn
 
 
-def _by_meaning(nearest: Sequence[tuple[int, float]], priors: NDArray[np.float64]) -> Iterator[int]:
-    """The rows of `nearest` (best first, similarity times prior) close enough to the query to
-    be found by meaning alone (`SEMANTIC_FLOOR`, `SEMANTIC_RATIO`)."""
-    if not nearest:
-        return
-    bar = SEMANTIC_RATIO * nearest[0][1]
-    for row, score in nearest:
-        if score < bar:
-            return
-        if score >= SEMANTIC_FLOOR * priors[row]:
-            yield row
-
-
 _INSERT_FACT: Final = (
     "INSERT INTO facts (category, confidence, updated_ts, thread, created_ts, ntokens, body, id,"
     " scope_id, fact_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
@@ -656,13 +584,13 @@ _INSERT_FACT: Final = (
 def _row(cut: Cut, fact: IndexedFact) -> tuple[str, float, float, str | None, float, int, str]:
     """`(category, confidence, updated_ts, thread, created_ts, ntokens, body)`: what `facts`
     holds about the fact."""
-    body = " ".join(filter(None, (segment(fact.content, cut), event_words(fact.event_time))))
+    body = index_text(fact, cut)
     return (
         fact.category,
         fact.confidence,
-        _timestamp(fact.updated_at),
+        timestamp(fact.updated_at),
         fact.thread,
-        _timestamp(fact.created_at),
+        timestamp(fact.created_at),
         count_tokens(body),
         body,
     )
@@ -703,13 +631,6 @@ def _upsert(
     conn.execute("INSERT INTO facts_fts(rowid, body) VALUES (?, ?)", (rowid, body))
     if vector is not None:
         store_vector(conn, rowid, vector)
-
-
-def _batches(facts: Iterable[IndexedFact], size: int) -> Iterator[list[IndexedFact]]:
-    """`facts` in lists of `size`, read lazily (a rebuild streams millions)."""
-    iterator = iter(facts)
-    while batch := list(itertools.islice(iterator, size)):
-        yield batch
 
 
 def _retokenize(conn: sqlite3.Connection) -> None:
@@ -764,19 +685,3 @@ def _set_revision(conn: sqlite3.Connection, user_key: str, revision: int | None)
         " ON CONFLICT (user_key) DO UPDATE SET revision = excluded.revision",
         (user_key, revision),
     )
-
-
-def _timestamp(moment: str | datetime) -> float:
-    """Unix seconds of an ISO-8601 time or a datetime; one without an offset is taken as UTC.
-
-    An empty or unreadable time gives 0, which only ranks the fact as old: a derived index
-    must not refuse a fact its files hold.
-    """
-    if isinstance(moment, str):
-        try:
-            moment = datetime.fromisoformat(moment)
-        except ValueError:
-            return 0.0
-    if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=UTC)
-    return moment.timestamp()

@@ -15,8 +15,9 @@ from deerflow.agents.memory.manager import MemoryCorruptionError
 
 if TYPE_CHECKING:
     from psycopg import Connection
+    from psycopg_pool import ConnectionPool
 
-__all__ = ["Migrations", "migrate"]
+__all__ = ["Migrations", "migrate", "migrate_pool"]
 
 Migrations = Sequence[Sequence[str]]
 """`migrations[i]` holds the statements that take a part from version i to i + 1."""
@@ -60,3 +61,12 @@ def migrate(
             (part, len(migrations)),
         )
     return len(migrations)
+
+
+def migrate_pool(pool: ConnectionPool, part: str, migrations: Migrations) -> int:
+    """`migrate` `part` in the schema that the pool's connections search first (`open_pool`
+    sets it), for the parts that are handed only the pool."""
+    with pool.connection() as conn:
+        row = conn.execute("SHOW search_path").fetchone()
+        schema = str(row[0] if row else "").split(",")[0].strip().strip('"')
+        return migrate(conn, schema, part, migrations)
