@@ -183,10 +183,6 @@ def test_help_names_every_option() -> None:
         assert option in result.stdout
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="the PostgreSQL engine is merged by the lead; then this passes: remove the mark",
-)
 def test_files_to_postgres_and_back_loses_nothing(
     source: Path, tmp_path: Path, postgres_url: str
 ) -> None:
