@@ -62,9 +62,9 @@ DEBOUNCE_SECONDS: Final = 1.0
 
 @dataclass
 class Settings:
-    facts: int = 60
-    chats: int = 10
-    reads: int = 60
+    facts: int = 150
+    chats: int = 20
+    reads: int = 150
     clients: int = 16
 
 
