@@ -1,4 +1,4 @@
-"""The gateway benchmark runs end to end in `--quick` mode; no timing is asserted."""
+"""The gateway and replica benchmarks run end to end in `--quick` mode; no timing is asserted."""
 
 from __future__ import annotations
 
@@ -28,3 +28,17 @@ def test_quick_gateway_benchmark_reports_every_scenario(tmp_path: Path) -> None:
             assert scenario["writes"]["n"] > 0
             assert scenario["writes"]["non_2xx"] == {}
     assert "load_average_before" in results["machine"]
+
+
+@pytest.mark.timeout(180)
+def test_quick_replicas_benchmark_measures_one_and_three_replicas(tmp_path: Path) -> None:
+    out = tmp_path / "replicas.json"
+    command = [sys.executable, "-m", "benchmarks.replicas_bench", "--quick", "--json", str(out)]
+    done = subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=170)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    runs = json.loads(out.read_text())["runs"]
+    assert [(run["engine"], run["replicas"]) for run in runs] == [("files", 1), ("files", 3)]
+    for run in runs:
+        assert run["requests"] > 0
+        assert run["errors"] == {}
+        assert "POST /api/chat/{thread}" in run["routes"]
