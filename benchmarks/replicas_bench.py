@@ -25,15 +25,11 @@ others, on the same machine: they compete for CPU, which the numbers include.
 from __future__ import annotations
 
 import argparse
-import json
 import os
-import platform
-import sys
 import tempfile
 import time
 from contextlib import ExitStack
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Final
 
@@ -53,6 +49,7 @@ from tests.gateway.replicas import (
 )
 from tests.postgres_server import postgres_backend_config, running_postgres
 
+from benchmarks.load_report import add_output_options, header, publish
 from benchmarks.timing import summarize
 
 ENGINES: Final = ("files", "postgres")
@@ -175,12 +172,6 @@ def rows(results: dict[str, Any]) -> list[list[str]]:
     ]
 
 
-def markdown(results: dict[str, Any]) -> str:
-    lines = ["| " + " | ".join(_COLUMNS) + " |", "|" + "---|" * len(_COLUMNS)]
-    lines += ["| " + " | ".join(row) + " |" for row in rows(results)]
-    return "\n".join(lines) + "\n"
-
-
 def chart(results: dict[str, Any], path: Path) -> None:
     import matplotlib
 
@@ -207,9 +198,7 @@ def main(argv: list[str] | None = None) -> None:
     )
     parser.add_argument("--quick", action="store_true", help="a small load (smoke test)")
     parser.add_argument("--clients", type=int, help="concurrent client threads")
-    parser.add_argument("--json", type=Path, help="write every number here")
-    parser.add_argument("--png", type=Path, help="write a chart here (needs matplotlib)")
-    parser.add_argument("--markdown", type=Path, help="write the table as Markdown here")
+    add_output_options(parser)
     args = parser.parse_args(argv)
     settings = QUICK if args.quick else Settings()
     if args.clients is not None:
@@ -219,39 +208,16 @@ def main(argv: list[str] | None = None) -> None:
     runs = []
     for engine in args.engine or ["files"]:
         runs += measure_engine(engine, settings)
-    results = {
-        "benchmark": "replicas",
-        "quick": args.quick,
-        "settings": vars(settings) | {"users": len(USERS), "debounce_seconds": DEBOUNCE_SECONDS},
-        "command": " ".join(
-            [Path(sys.executable).name, "-m", "benchmarks.replicas_bench", *sys.argv[1:]]
-        ),
-        "machine": {
-            "cpus": os.cpu_count(),
-            "python": platform.python_version(),
-            "platform": platform.platform(),
-            "load_average_before": [round(x, 2) for x in load_before],
-            "load_average_after": [round(x, 2) for x in os.getloadavg()],
-        },
-        "date": datetime.now(UTC).isoformat(timespec="seconds"),
-        "runs": runs,
-    }
-    from rich.console import Console
-    from rich.table import Table
-
-    table = Table(*_COLUMNS, title="deerflow serve replicas over one memory, loopback")
-    for row in rows(results):
-        table.add_row(*row)
-    Console().print(table)
-    machine = results["machine"]
-    before, after = machine["load_average_before"], machine["load_average_after"]
-    print(f"load average before {before}, after {after} ({machine['cpus']} cpus)")
-    if args.json:
-        args.json.write_text(json.dumps(results, indent=2) + "\n")
-    if args.markdown:
-        args.markdown.write_text(markdown(results))
-    if args.png:
-        chart(results, args.png)
+    settings_ = vars(settings) | {"users": len(USERS), "debounce_seconds": DEBOUNCE_SECONDS}
+    results = header("replicas", args.quick, settings_, load_before) | {"runs": runs}
+    publish(
+        results,
+        "deerflow serve replicas over one memory, loopback",
+        _COLUMNS,
+        rows(results),
+        args,
+        chart,
+    )
 
 
 if __name__ == "__main__":
