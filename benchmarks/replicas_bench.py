@@ -46,8 +46,9 @@ from tests.gateway.replicas import (
     replica_config,
     run,
     running_replicas,
+    shared_memory,
 )
-from tests.postgres_server import postgres_backend_config, running_postgres
+from tests.postgres_server import running_postgres
 
 from benchmarks.load_report import add_output_options, header, publish
 from benchmarks.timing import summarize
@@ -68,14 +69,6 @@ class Settings:
 QUICK: Final = Settings(facts=6, chats=2, reads=6, clients=4)
 
 
-def backend_config(engine: str, store: Path, database_url: str | None) -> dict[str, Any]:
-    """A fresh memory of `engine`: a new storage_path, or a new schema of the database."""
-    if engine == "postgres":
-        assert database_url is not None
-        return postgres_backend_config(database_url, store)
-    return {"storage_path": str(store)}
-
-
 def measure_engine(engine: str, settings: Settings) -> list[dict[str, Any]]:
     """The load through each replica count, over a fresh memory each time."""
     measured = []
@@ -83,7 +76,7 @@ def measure_engine(engine: str, settings: Settings) -> list[dict[str, Any]]:
         url = stack.enter_context(running_postgres()) if engine == "postgres" else None
         for count in REPLICA_COUNTS:
             with tempfile.TemporaryDirectory(prefix="deerflow-replicas-bench-") as workdir:
-                backend = backend_config(engine, Path(workdir) / "store", url)
+                backend = shared_memory(engine, Path(workdir) / "store", url)
                 measured.append(measure(engine, count, backend, settings, Path(workdir)))
     return measured
 

@@ -25,11 +25,22 @@ import httpx
 from deerflow.gateway.tokens import TokenStore, tokens_path
 from tests.gateway.serve_process import ServeProcess, write_config
 from tests.harness.scripted_model import MARKER_USE
+from tests.postgres_server import postgres_backend_config
 
 USERS: Final = ("alice", "bob", "carol")
 TOPICS: Final = ("tea", "chess", "sailing", "jazz", "pottery", "kotlin", "hiking", "rust")
 # A transport error (connection refused or reset) is recorded with this status.
 NO_ANSWER: Final = 0
+
+
+def shared_memory(engine: str, store: Path, database_url: str | None) -> dict[str, Any]:
+    """`backend_config` of one fresh memory of `engine`: a new storage_path on this host, or a
+    new schema of the PostgreSQL at `database_url`."""
+    if engine == "files":
+        return {"storage_path": str(store)}
+    if database_url is None:
+        raise ValueError(f"engine {engine!r} needs a database_url")
+    return postgres_backend_config(database_url, store)
 
 
 def replica_config(workdir: Path, backend_config: dict[str, Any], debounce_seconds: float) -> Path:

@@ -29,10 +29,10 @@ from tests.gateway.replicas import (
     replica_config,
     run,
     running_replicas,
+    shared_memory,
 )
 from tests.gateway.test_memory_api import expect_error
 from tests.harness.scripted_model import marker_fact
-from tests.postgres_server import postgres_backend_config
 
 ENGINES = [
     pytest.param("files"),
@@ -50,9 +50,8 @@ EXTRACTION_WAIT_SECONDS = 40.0
 @pytest.fixture(params=ENGINES)
 def backend_config(request: pytest.FixtureRequest, tmp_path: Path) -> dict[str, Any]:
     """One memory for all replicas: a storage_path on this host, or a PostgreSQL schema."""
-    if request.param == "files":
-        return {"storage_path": str(tmp_path / "store")}
-    return postgres_backend_config(request.getfixturevalue("postgres_url"), tmp_path / "store")
+    url = request.getfixturevalue("postgres_url") if request.param == "postgres" else None
+    return shared_memory(request.param, tmp_path / "store", url)
 
 
 def answer(fleet: Fleet, user: str, replica: int, method: str, path: str, **kw: Any) -> Response:
