@@ -42,7 +42,7 @@ ENGINES = [
     ),
 ]
 # Long enough that the conversations queued just before the kill are still waiting at the kill.
-DEBOUNCE_SECONDS = 4.0
+DEBOUNCE_SECONDS = 6.0
 # The extractions left after the load and the kill are done this long after they are due.
 EXTRACTION_WAIT_SECONDS = 40.0
 
