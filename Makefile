@@ -53,7 +53,9 @@ format: env
 # writes benchmarks/results/deermem.{json,png,md}, then the HTTP gateway under 100 concurrent
 # clients (benchmarks/gateway_bench.py, about a minute): benchmarks/results/gateway.{json,png,md},
 # then the files and PostgreSQL engines side by side (benchmarks/engines_bench.py, an embedded
-# PostgreSQL started for the run): benchmarks/results/engines.{json,png,md}.
+# PostgreSQL started for the run): benchmarks/results/engines.{json,png,md}, then one mixed load
+# through 1 and 3 gateway replicas over one memory of each engine (benchmarks/replicas_bench.py):
+# benchmarks/results/replicas.{json,png,md}.
 # Their extra packages live in the `bench` group and the `postgres` extra.
 .PHONY: bench
 bench:
@@ -68,3 +70,6 @@ bench:
 	$(UV_RUN) --group bench python -m benchmarks.engines_bench \
 		--json benchmarks/results/engines.json --png benchmarks/results/engines.png \
 		--markdown benchmarks/results/engines.md
+	$(UV_RUN) --group bench python -m benchmarks.replicas_bench --engine files --engine postgres \
+		--json benchmarks/results/replicas.json --png benchmarks/results/replicas.png \
+		--markdown benchmarks/results/replicas.md

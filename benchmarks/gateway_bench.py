@@ -26,9 +26,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import os
-import platform
 import re
 import signal
 import subprocess
@@ -37,12 +35,12 @@ import tempfile
 import threading
 import time
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Final
 
 import httpx
 
+from benchmarks.load_report import add_output_options, header, publish
 from benchmarks.timing import summarize
 
 REPO: Final = Path(__file__).resolve().parents[1]
@@ -268,12 +266,6 @@ def rows(results: dict[str, Any]) -> list[list[str]]:
     return table
 
 
-def markdown(results: dict[str, Any]) -> str:
-    lines = ["| " + " | ".join(_COLUMNS) + " |", "|" + "---|" * len(_COLUMNS)]
-    lines += ["| " + " | ".join(row) + " |" for row in rows(results)]
-    return "\n".join(lines) + "\n"
-
-
 def chart(results: dict[str, Any], path: Path) -> None:
     import matplotlib
 
@@ -299,9 +291,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--seconds", type=float, help="duration of each scenario")
     parser.add_argument("--clients", type=int, help="concurrent readers")
     parser.add_argument("--writers", type=int, help="concurrent writers in the +writers runs")
-    parser.add_argument("--json", type=Path, help="write every number here")
-    parser.add_argument("--png", type=Path, help="write a chart here (needs matplotlib)")
-    parser.add_argument("--markdown", type=Path, help="write the table as Markdown here")
+    add_output_options(parser)
     args = parser.parse_args(argv)
     settings = QUICK if args.quick else Settings()
     for key in ("seconds", "clients", "writers"):
@@ -311,39 +301,16 @@ def main(argv: list[str] | None = None) -> None:
     load_before = os.getloadavg()
     with tempfile.TemporaryDirectory(prefix="deerflow-gateway-bench-") as workdir:
         scenarios = measure(settings, Path(workdir))
-    results = {
-        "benchmark": "gateway",
-        "quick": args.quick,
-        "settings": vars(settings),
-        "command": " ".join(
-            [Path(sys.executable).name, "-m", "benchmarks.gateway_bench", *sys.argv[1:]]
-        ),
-        "machine": {
-            "cpus": os.cpu_count(),
-            "python": platform.python_version(),
-            "platform": platform.platform(),
-            "load_average_before": [round(x, 2) for x in load_before],
-            "load_average_after": [round(x, 2) for x in os.getloadavg()],
-        },
-        "date": datetime.now(UTC).isoformat(timespec="seconds"),
-        "scenarios": scenarios,
-    }
-    from rich.console import Console
-    from rich.table import Table
-
-    table = Table(*_COLUMNS, title="deerflow serve (DeerMem), loopback")
-    for row in rows(results):
-        table.add_row(*row)
-    Console().print(table)
-    machine = results["machine"]
-    before, after = machine["load_average_before"], machine["load_average_after"]
-    print(f"load average before {before}, after {after} ({machine['cpus']} cpus)")
-    if args.json:
-        args.json.write_text(json.dumps(results, indent=2) + "\n")
-    if args.markdown:
-        args.markdown.write_text(markdown(results))
-    if args.png:
-        chart(results, args.png)
+    results = header("gateway", args.quick, vars(settings), load_before)
+    results["scenarios"] = scenarios
+    publish(
+        results,
+        "deerflow serve (DeerMem), loopback",
+        _COLUMNS,
+        rows(results),
+        args,
+        chart,
+    )
 
 
 if __name__ == "__main__":

@@ -15,7 +15,7 @@ import yaml
 from typer.testing import CliRunner
 
 from deerflow.cli.app import app
-from tests.gateway.test_lifecycle import serve_process
+from tests.gateway.serve_process import serve_process
 from tests.harness.scripted_model import USE, ScriptedConversationModel
 from tests.harness.test_mcp_server import session_calls
 from tests.test_deerflow_blocks import DEERMEM_BLOCK

@@ -9,8 +9,9 @@ class, since the harness builds one instance for the agent and another for memor
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterator, Sequence
-from typing import Any, ClassVar, Self
+from typing import Any, ClassVar, Final, Self
 
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, AIMessageChunk, BaseMessage
@@ -51,7 +52,7 @@ class ScriptedConversationModel(BaseChatModel):
     def _llm_type(self) -> str:
         return "scripted-conversation"
 
-    def bind_tools(self, tools: Sequence[Any], **kwargs: Any) -> Self:  # type: ignore[override]
+    def bind_tools(self, tools: Sequence[Any], **kwargs: Any) -> Self:
         ScriptedConversationModel.bound_tools.append(sorted(tool.name for tool in tools))
         return self
 
@@ -94,15 +95,40 @@ class ScriptedConversationModel(BaseChatModel):
             piece = word if index == len(words) - 1 else f"{word} "
             yield ChatGenerationChunk(message=AIMessageChunk(content=piece))
 
+    def extracted_facts(self, messages: list[BaseMessage]) -> list[dict[str, Any]]:
+        """The new facts an extraction call over `messages` answers with."""
+        return self.facts
+
     def with_structured_output(  # type: ignore[override]
         self, schema: dict[str, Any], *, include_raw: bool = False, **kwargs: Any
     ) -> Runnable[Any, Any]:
-        reply = {"newFacts": [{"labels": KEPT_LABELS, **fact} for fact in self.facts]}
-
         def answer(messages: list[BaseMessage]) -> Any:
             ScriptedConversationModel.extraction_prompts.append(list(messages))
+            facts = self.extracted_facts(messages)
+            reply = {"newFacts": [{"labels": KEPT_LABELS, **fact} for fact in facts]}
             if not include_raw:
                 return reply
             return {"raw": AIMessage(json.dumps(reply)), "parsed": reply, "parsing_error": None}
 
         return RunnableLambda(answer)
+
+
+MARKER_USE = "tests.harness.scripted_model:MarkerModel"
+MARKER: Final = re.compile(r"remember marker ([A-Za-z0-9-]+)")
+
+
+def marker_fact(marker: str) -> str:
+    """The fact `MarkerModel` extracts from a conversation that says `remember marker <marker>`."""
+    return f"Marker {marker}"
+
+
+class MarkerModel(ScriptedConversationModel):
+    """Extraction answers with one fact per `remember marker <id>` in the conversation, so that
+    tests can tell which queued conversations were extracted. (A stored marker fact is shown back
+    to the model as memory; its text, `Marker <id>`, does not match the pattern.)"""
+
+    def extracted_facts(self, messages: list[BaseMessage]) -> list[dict[str, Any]]:
+        markers = dict.fromkeys(MARKER.findall("\n".join(m.text for m in messages)))
+        return [
+            {"content": marker_fact(m), "category": "context", "confidence": 0.9} for m in markers
+        ]
