@@ -31,13 +31,17 @@ def isolated_environment(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Ite
     reset_memory_manager()
 
 
-@pytest.fixture(params=["deermem", "inmemory"])
+@pytest.fixture(params=["deermem", "deermem-postgres", "inmemory"])
 def storing_manager(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[MemoryManager]:
-    """Each backend that stores what it is given: DeerMem (under `tmp_path/store`) and the
-    in-memory reference, for tests of rules every backend must apply alike."""
+    """Each backend that stores what it is given: DeerMem (under `tmp_path/store`, and in a
+    PostgreSQL schema) and the in-memory reference, for tests of rules every backend must apply
+    alike."""
     memory: MemoryManager
     if request.param == "deermem":
         memory = DeerMemMemoryManager.from_config({"storage_path": str(tmp_path / "store")})
+    elif request.param == "deermem-postgres":
+        url = request.getfixturevalue("postgres_url")
+        memory = DeerMemMemoryManager.from_config(postgres_backend_config(url, tmp_path / "store"))
     else:
         memory = InMemoryMemoryManager.from_config({})
     yield memory

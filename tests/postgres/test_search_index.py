@@ -161,7 +161,8 @@ def test_vectors_follow_every_write(pool: ConnectionPool, embedder: Embedder) ->
     index.apply("u", 2, [fact(1, "Lives in Lisbon")], [(DEFAULT, "fact_2")])
     assert set(stored_vectors(pool)) == {"fact_1"}
     found = index.similarities("u", DEFAULT, "Lives in Lisbon")
-    assert found == {"fact_1": pytest.approx(1.0, abs=1e-5)}
+    # Kept at the half precision the files index stores (a cosine moves by less than 2e-4).
+    assert found == {"fact_1": pytest.approx(1.0, abs=2e-4)}
     index.replace_user("u", 3, [fact(3, "Uses pnpm"), fact(4, "Likes tea", "coder")])
     assert set(stored_vectors(pool)) == {"fact_3", "fact_4"}
     index.rebuild([("u", 4, [fact(5, "Works as a data engineer")])])

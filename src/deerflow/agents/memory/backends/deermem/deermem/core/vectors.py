@@ -35,6 +35,7 @@ __all__ = [
     "VectorModel",
     "delete_vector",
     "read_scope",
+    "scored_form",
     "store_vector",
     "stored_form",
     "sync_model",
@@ -114,6 +115,14 @@ def stored_form(vector: bytes) -> bytes:
     import numpy as np
 
     return np.frombuffer(vector, dtype=np.float32).astype(np.float16).tobytes()
+
+
+def scored_form(vector: bytes) -> bytes:
+    """The float32 values a model's `vector` is scored with once stored in `FORMAT`: the
+    PostgreSQL index keeps these, so that both engines score a fact alike."""
+    import numpy as np
+
+    return np.frombuffer(stored_form(vector), dtype=np.float16).astype(np.float32).tobytes()
 
 
 def store_vector(conn: sqlite3.Connection, rowid: int, vector: bytes) -> None:

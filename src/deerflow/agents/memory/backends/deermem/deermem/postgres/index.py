@@ -58,6 +58,7 @@ from deerflow.agents.memory.backends.deermem.deermem.core.lexical import (
     rank,
     recency,
 )
+from deerflow.agents.memory.backends.deermem.deermem.core.vectors import scored_form
 from deerflow.agents.memory.backends.deermem.deermem.postgres import tsquery
 from deerflow.agents.memory.backends.deermem.deermem.postgres.schema import migrate_pool
 from deerflow.agents.memory.backends.deermem.deermem.retrieval import (
@@ -307,7 +308,9 @@ class PostgresIndex:
                     for batch in batches(facts, size):
                         for fact, vector in zip(batch, encode(self._model, batch), strict=True):
                             row = self._row(user_key, fact)
-                            copy.write_row(row if vector is None else (*row, _Embedding(vector)))
+                            copy.write_row(
+                                row if vector is None else (*row, _Embedding(scored_form(vector)))
+                            )
                             done += 1
                             if progress is not None and done % PROGRESS_EVERY == 0:
                                 progress(done)
@@ -523,7 +526,10 @@ class PostgresIndex:
         rows = [self._row(user_key, fact) for fact in facts]
         columns, updates, marks = _COLUMNS, _UPDATES, ", ".join(["%s"] * 10)
         if self._model is not None:
-            rows = [(*row, _Embedding(v or b"")) for row, v in zip(rows, vectors, strict=True)]
+            rows = [
+                (*row, _Embedding(scored_form(v) if v else b""))
+                for row, v in zip(rows, vectors, strict=True)
+            ]
             columns, updates = columns + ", embedding", updates + ", embedding = excluded.embedding"
             marks += ", %b"
         with conn.cursor() as cursor:
