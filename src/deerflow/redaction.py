@@ -51,10 +51,6 @@ _SECRET_SUFFIXES: Final = (
     "cookie",
     "webhook",
     "webhook_url",
-    # A database's connection string may carry its password in any of its forms.
-    "database_url",
-    "dsn",
-    "conninfo",
 )
 # Words that make a key secret however they are joined to the rest (`PGPASSWORD`, `apiToken`).
 _SECRET_ENDINGS: Final = ("password", "passwd", "passphrase", "secret", "apikey", "token")
