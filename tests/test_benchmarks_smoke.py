@@ -218,3 +218,26 @@ def test_first_search_probe_builds_its_store_once_and_times_both_passes(tmp_path
             assert measured[part]["n"] == report["queries"]
         assert measured["mean_hits"] > 0
     assert set(report["median"]) >= {"pass1_p99", "pass1_cpu_p99"}
+
+
+@pytest.mark.timeout(240)
+def test_engines_benchmark_measures_both_engines_alike(tmp_path: Path) -> None:
+    out = tmp_path / "engines.json"
+    done = run_module("engines_bench", "--quick", "--json", str(out), timeout=220)
+    assert done.returncode == 0, done.stderr
+    results = json.loads(out.read_text())
+    assert set(results) == {"files", "postgres"}
+    for part in results.values():
+        assert_stats(part["create_fact"]["all"])
+        assert_stats(next(iter(part["get_context_uncached"].values())))
+        (search,) = part["search"].values()
+        assert search["facts"] == 2_000
+        assert_stats(search["first_pass"])
+        assert_stats(search["second_pass"])
+    assert "| postgres | search 2000/20 second pass |" in done.stdout
+
+
+def test_engines_benchmark_refuses_an_unknown_engine() -> None:
+    done = run_module("engines_bench", "--engines", "files,mongo", timeout=60)
+    assert done.returncode == 2
+    assert "unknown engines: mongo" in done.stderr
