@@ -597,6 +597,11 @@ class PostgresIndex:
                 for dumper in self._vector_dumpers:
                     conn.adapters.register_dumper(_Embedding, dumper)
             if not read:
+                # Derived data: a commit lost to a server crash only leaves the user's indexed
+                # revision behind, and the next search rebuilds the user's rows. So a write
+                # does not wait for the write-ahead log to reach the disk (the memory's own
+                # commit just did).
+                conn.execute("SET LOCAL synchronous_commit TO off")
                 yield conn
                 return
             conn.autocommit = True
