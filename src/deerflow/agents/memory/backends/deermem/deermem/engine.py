@@ -26,7 +26,6 @@ from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 from deerflow.agents.memory.backends.deermem.deermem.usage import UsageStore
 
 if TYPE_CHECKING:
-    from deerflow.agents.memory.backends.deermem.deermem.core.index import IndexedFact, SearchHit
     from deerflow.agents.memory.backends.deermem.deermem.core.storage import MemoryStorage
     from deerflow.agents.memory.backends.deermem.deermem.core.token_cache import LineCounts
     from deerflow.agents.memory.backends.deermem.deermem.core.vectors import VectorModel
@@ -34,6 +33,7 @@ if TYPE_CHECKING:
         QueueItem,
         QueueKey,
     )
+    from deerflow.agents.memory.backends.deermem.deermem.retrieval import IndexedFact, SearchHit
 
 __all__ = [
     "MemoryEngine",

@@ -28,9 +28,9 @@ from deerflow.agents.memory.backends.deermem.deermem.engine import MemoryEngine,
 
 if TYPE_CHECKING:
     from deerflow.agents.memory.backends.deermem.deermem.config import DeerMemConfig
-    from deerflow.agents.memory.backends.deermem.deermem.core.index import IndexedFact, SearchHit
     from deerflow.agents.memory.backends.deermem.deermem.core.storage import MemoryStorage
     from deerflow.agents.memory.backends.deermem.deermem.embeddings import Embedder
+    from deerflow.agents.memory.backends.deermem.deermem.retrieval import IndexedFact, SearchHit
 
 __all__ = ["RecordStore", "agent_of"]
 
@@ -139,7 +139,7 @@ class RecordStore:
         Raises:
             MemoryUnsupportedError: the storage cannot list its users.
         """
-        from deerflow.agents.memory.backends.deermem.deermem.core.index import IndexedFact
+        from deerflow.agents.memory.backends.deermem.deermem.retrieval import IndexedFact
 
         engine = self.engine
 
@@ -171,7 +171,7 @@ class RecordStore:
         index = self._opened
         if index is not None:
             return index
-        from deerflow.agents.memory.backends.deermem.deermem.core.index import (
+        from deerflow.agents.memory.backends.deermem.deermem.retrieval import (
             IndexCorruptionError,
         )
 
@@ -189,7 +189,7 @@ class RecordStore:
     def _with_index(self, use: Callable[[SearchIndex], T]) -> T:
         """`use(index)`; an index found unreadable while open is recreated from nothing and
         `use` runs again, as does a `use` whose index another thread recreated under it."""
-        from deerflow.agents.memory.backends.deermem.deermem.core.index import (
+        from deerflow.agents.memory.backends.deermem.deermem.retrieval import (
             IndexClosedError,
             IndexCorruptionError,
         )
@@ -212,11 +212,11 @@ class RecordStore:
             return use(self._index)
 
     def _update_index(self, user_key: str, result: CommitResult) -> None:
-        from deerflow.agents.memory.backends.deermem.deermem.core.index import (
+        from deerflow.agents.memory.backends.deermem.deermem.embeddings import EmbeddingError
+        from deerflow.agents.memory.backends.deermem.deermem.retrieval import (
             IndexCorruptionError,
             IndexedFact,
         )
-        from deerflow.agents.memory.backends.deermem.deermem.embeddings import EmbeddingError
 
         derived: tuple[type[Exception], ...] = (
             EmbeddingError,
@@ -249,7 +249,7 @@ class RecordStore:
         )
 
     def _user_facts(self, snapshot: MemorySnapshot) -> Iterable[IndexedFact]:
-        from deerflow.agents.memory.backends.deermem.deermem.core.index import IndexedFact
+        from deerflow.agents.memory.backends.deermem.deermem.retrieval import IndexedFact
 
         storage = self.engine.storage
         for bucket in snapshot.buckets:

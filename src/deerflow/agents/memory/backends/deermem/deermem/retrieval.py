@@ -24,6 +24,7 @@ from deerflow.agents.memory.backends.deermem.deermem.core.fts_query import (
 )
 from deerflow.agents.memory.backends.deermem.deermem.fusion import fuse
 from deerflow.agents.memory.backends.deermem.deermem.threads import POOL
+from deerflow.agents.memory.manager import MemoryCorruptionError
 
 if TYPE_CHECKING:
     from deerflow.agents.memory.backends.deermem.deermem.core.vectors import VectorModel
@@ -34,6 +35,8 @@ __all__ = [
     "PROGRESS_EVERY",
     "SEMANTIC_FLOOR",
     "SEMANTIC_RATIO",
+    "IndexClosedError",
+    "IndexCorruptionError",
     "IndexedFact",
     "SearchHit",
     "batches",
@@ -68,6 +71,16 @@ The shipped static model gives unrelated short texts a cosine of 0.3 to 0.55 ("K
 facts. The floor drops the unrelated when nothing is close; the ratio drops them beside a clear
 match, while a weak match with nothing better ("package manager", "Prefers pnpm over npm": 0.54)
 is still found. Facts that match a query word are always ranked."""
+
+
+class IndexCorruptionError(MemoryCorruptionError):
+    """A search index found unreadable (the files engine's SQLite file is not a database);
+    the engine's `open_index(reset=True)` recreates it."""
+
+
+class IndexClosedError(RuntimeError):
+    """A search index was used after `close()` (by its owner, or by a thread that replaced it
+    after finding it unreadable)."""
 
 
 @dataclass(frozen=True, slots=True)

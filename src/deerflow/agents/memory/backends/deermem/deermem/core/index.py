@@ -71,6 +71,8 @@ from deerflow.agents.memory.backends.deermem.deermem.retrieval import (
     CANDIDATES,
     ENCODE_BATCH,
     PROGRESS_EVERY,
+    IndexClosedError,
+    IndexCorruptionError,
     IndexedFact,
     SearchHit,
     batches,
@@ -83,7 +85,6 @@ from deerflow.agents.memory.backends.deermem.deermem.retrieval import (
     timestamp,
 )
 from deerflow.agents.memory.backends.deermem.deermem.threads import ThreadOrder, spread
-from deerflow.agents.memory.manager import MemoryCorruptionError
 
 __all__ = [
     "CANDIDATES",
@@ -148,15 +149,6 @@ MIGRATIONS: Final[tuple[tuple[str, ...], ...]] = (
 """Schema versions; `MIGRATIONS[i]` takes the database from version i to i + 1."""
 
 _CORRUPTION_CODES: Final = frozenset({sqlite3.SQLITE_CORRUPT, sqlite3.SQLITE_NOTADB})
-
-
-class IndexCorruptionError(MemoryCorruptionError):
-    """The index file is not a readable SQLite database; `RetrievalIndex.reset` recreates it."""
-
-
-class IndexClosedError(RuntimeError):
-    """The `RetrievalIndex` was used after `close()` (by its owner, or by a thread that replaced
-    it after finding it unreadable)."""
 
 
 @dataclass(slots=True)

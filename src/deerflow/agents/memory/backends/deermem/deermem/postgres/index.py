@@ -51,7 +51,6 @@ from deerflow.agents.memory.backends.deermem.deermem.core.fts_query import (
     choose_segmenter,
     count_tokens,
 )
-from deerflow.agents.memory.backends.deermem.deermem.core.index import IndexClosedError
 from deerflow.agents.memory.backends.deermem.deermem.core.lexical import (
     ScopeRows,
     confidence_factor,
@@ -64,6 +63,7 @@ from deerflow.agents.memory.backends.deermem.deermem.postgres.schema import migr
 from deerflow.agents.memory.backends.deermem.deermem.retrieval import (
     ENCODE_BATCH,
     PROGRESS_EVERY,
+    IndexClosedError,
     IndexedFact,
     SearchHit,
     batches,
