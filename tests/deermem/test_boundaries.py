@@ -213,3 +213,48 @@ def reachable(graph: dict[str, set[str]], start: str) -> set[str]:
             seen.add(target)
             todo.append(target)
     return seen
+
+
+# What works on records above the engine seam (engine.py); the engines themselves are
+# `core/` (files) and `postgres/`.
+ABOVE_THE_SEAM = (
+    "edits.py",
+    "injection.py",
+    "records.py",
+    "markdown_export.py",
+    "views.py",
+    "context.py",
+    "governance.py",
+    "imports.py",
+    "audit.py",
+    "history.py",
+    "ranking.py",
+    "pipeline/writer.py",
+    "pipeline/apply.py",
+    "pipeline/extraction.py",
+    "pipeline/prompt.py",
+)
+ENGINE_INTERNALS = (
+    "sqlite3",
+    "psycopg",
+    "psycopg_pool",
+    "deerflow.agents.memory.backends.deermem.deermem.postgres",
+    "deerflow.agents.memory.backends.deermem.deermem.core.storage",
+    "deerflow.agents.memory.backends.deermem.deermem.core.index",
+    "deerflow.agents.memory.backends.deermem.deermem.core.file_engine",
+    "deerflow.agents.memory.backends.deermem.deermem.core.journal",
+    "deerflow.agents.memory.backends.deermem.deermem.core.sqlite",
+)
+
+
+def test_nothing_above_the_engine_seam_imports_an_engine() -> None:
+    """The write pipeline, edits, views and the rest work on records: neither files, SQLite nor
+    PostgreSQL (the storage type they name comes through `engine.py`)."""
+    package = Path(inner.__file__).parent
+    offenders = {
+        f"{name}: {module}"
+        for name in ABOVE_THE_SEAM
+        for module in imported_modules(package / name)
+        if module.startswith(ENGINE_INTERNALS)
+    }
+    assert not offenders

@@ -26,7 +26,10 @@ from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 from deerflow.agents.memory.backends.deermem.deermem.usage import UsageStore
 
 if TYPE_CHECKING:
-    from deerflow.agents.memory.backends.deermem.deermem.core.storage import MemoryStorage
+    # The storage seam's ABC keeps the import path DeerFlow documents for a custom storage.
+    from deerflow.agents.memory.backends.deermem.deermem.core.storage import (
+        MemoryStorage as MemoryStorage,
+    )
     from deerflow.agents.memory.backends.deermem.deermem.core.token_cache import LineCounts
     from deerflow.agents.memory.backends.deermem.deermem.core.vectors import VectorModel
     from deerflow.agents.memory.backends.deermem.deermem.pipeline.queue import (

@@ -28,8 +28,8 @@ from deerflow.agents.memory.backends.deermem.deermem.engine import MemoryEngine,
 
 if TYPE_CHECKING:
     from deerflow.agents.memory.backends.deermem.deermem.config import DeerMemConfig
-    from deerflow.agents.memory.backends.deermem.deermem.core.storage import MemoryStorage
     from deerflow.agents.memory.backends.deermem.deermem.embeddings import Embedder
+    from deerflow.agents.memory.backends.deermem.deermem.engine import MemoryStorage
     from deerflow.agents.memory.backends.deermem.deermem.retrieval import IndexedFact, SearchHit
 
 __all__ = ["RecordStore", "agent_of"]
