@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
@@ -172,7 +172,7 @@ class UserDump:
     last_updated: str
     summaries: Mapping[str, Mapping[str, Mapping[str, str]]]
     facts: Sequence[Mapping[str, Any]] = ()  # every bucket's records, `agent_name` set
-    history: Sequence[Mapping[str, Any]] = field(default_factory=tuple)  # oldest first
+    history: Sequence[Mapping[str, Any]] = ()  # oldest first
 
 
 class MemoryEngine(ABC):

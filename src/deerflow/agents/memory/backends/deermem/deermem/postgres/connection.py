@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Final
 
 from deerflow.agents.memory.manager import MemoryManagerError
 
@@ -41,7 +41,7 @@ def open_pool(config: DeerMemConfig) -> ConnectionPool:
     url = config.database_url
     if url is None:
         raise ValueError("storage: postgres needs database_url")
-    shown = _shown(url, psycopg)
+    shown = _shown(url)
     try:  # once on its own, for the server's own words (a refused password, no such database)
         psycopg.connect(url, connect_timeout=int(_CONNECT_TIMEOUT_S)).close()
     except psycopg.Error as exc:
@@ -68,11 +68,14 @@ def open_pool(config: DeerMemConfig) -> ConnectionPool:
     return pool
 
 
-def _shown(url: str, psycopg: Any) -> str:
+def _shown(url: str) -> str:
     """The database named by `url` without its credentials: user, host, port and name."""
+    from psycopg import ProgrammingError
+    from psycopg.conninfo import conninfo_to_dict
+
     try:
-        parts = psycopg.conninfo.conninfo_to_dict(url)
-    except psycopg.ProgrammingError as exc:
+        parts = conninfo_to_dict(url)
+    except ProgrammingError as exc:
         raise ValueError(f"database_url: not a PostgreSQL connection string: {exc}") from None
     where = parts.get("host") or "localhost"
     port = f":{parts['port']}" if parts.get("port") else ""
