@@ -31,6 +31,11 @@ score to the facts written next to it in its thread (`deermem/threads.py`). The 
 DeerMem's default settings: hybrid, with the default thread context (0.5); `benchmarks.locomo_plot`
 draws recall@10 per category from the JSON.
 
+The `default` row also carries `rerank_bound`: the same ranking read to its top 100, with R@k
+for k in `BOUND_KS` per category, beside the share of the evidence that any document cites (1.0
+for turns). R@k of the top k is the most that reordering those k candidates (a reranker of any
+quality) could bring into the top 10, and the ceiling is the most any method could.
+
 The `create_fact` runs ask DeerMem the way an application does, through the public
 `MemoryManager` contract under default settings (`max_facts` raised to 500 so that no observation
 is evicted): each observation is written with `create_fact` (content only: the contract takes no
@@ -93,6 +98,9 @@ ANCHORS: Final = "recorded under the same protocol: benchmarks/locomo_retrieval.
 AGENT: Final = "__default__"
 KS: Final = (1, 5, 10, 20)
 LIMIT: Final = 20
+# The default ranking read deeper: R@k of its top k is the most a reranker of k candidates
+# could reach at 10 (exactly that when a question has at most 10 evidence turns).
+BOUND_KS: Final = (10, 20, 50, 100)
 CATEGORIES: Final = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop"}
 # Every fact gets the same confidence, time and search moment: only text relevance ranks.
 CONFIDENCE: Final = 1.0
@@ -292,14 +300,18 @@ def _written(doc: Document) -> tuple[str | None, str]:
 
 
 def searcher(
-    index: RetrievalIndex, *, semantic_weight: float, thread_context: float = 0.0
+    index: RetrievalIndex,
+    *,
+    semantic_weight: float,
+    thread_context: float = 0.0,
+    limit: int = LIMIT,
 ) -> Ranker:
     def rank(q: Question) -> list[str]:
         hits = index.search(
             q.conversation,
             AGENT,
             q.text,
-            limit=LIMIT,
+            limit=limit,
             now=NOW,
             semantic_weight=semantic_weight,
             thread_context=thread_context,
@@ -384,6 +396,21 @@ def evaluate(
         "all": groups["all"],
         "latency_ms": latency,
         "ceiling": _ceiling(corpus, documents),
+    }
+
+
+def rerank_bound(
+    deep: Ranker, corpus: Corpus, documents: Sequence[Document]
+) -> dict[str, dict[str, float]]:
+    """Per category and overall, the share of evidence the ranking's top k holds for each k of
+    `BOUND_KS`, beside the share any document cites (`ceiling`): no reranker of the top k
+    candidates, and no method at all over these documents, can put more in the top 10."""
+    measured = evaluate(deep, corpus, documents, BOUND_KS)
+    groups = measured["by_category"] | {"all": measured["all"]}
+    return {
+        group: {"ceiling": measured["ceiling"][group]}
+        | {f"R@{k}": values[f"R@{k}"] for k in BOUND_KS}
+        for group, values in groups.items()
     }
 
 
@@ -506,6 +533,13 @@ def run(path: Path, conversations: int | None, workdir: Path) -> dict[str, Any]:
                     index, semantic_weight=SEMANTIC_WEIGHT, thread_context=THREAD_CONTEXT
                 )
                 methods["default"] = evaluate(rank, corpus, documents)
+                deep = searcher(
+                    index,
+                    semantic_weight=SEMANTIC_WEIGHT,
+                    thread_context=THREAD_CONTEXT,
+                    limit=BOUND_KS[-1],
+                )
+                methods["default"]["rerank_bound"] = rerank_bound(deep, corpus, documents)
             finally:
                 index.close()
     for dated in (False, True) if model is not None else ():
@@ -521,6 +555,7 @@ def run(path: Path, conversations: int | None, workdir: Path) -> dict[str, Any]:
             "agent": AGENT,
             "limit": LIMIT,
             "ks": list(KS),
+            "rerank_bound_ks": list(BOUND_KS),
             "confidence": CONFIDENCE,
             "updated_at": UPDATED_AT,
             "categories": CATEGORIES,
@@ -592,11 +627,35 @@ def print_tables(results: dict[str, Any]) -> None:
                 style="dim",
             )
         console.print(table)
+    print_bounds(console, results)
     console.print(f"[dim]'recorded' rows are quoted from {ANCHORS}, not measured here.[/dim]")
     console.print(
         "[dim]R@10 halves: over the first and the second half of the conversations "
         "(0-4 / 5-9 on the full set); DeerMem's parameters were chosen on the first.[/dim]"
     )
+
+
+def print_bounds(console: Any, results: dict[str, Any]) -> None:
+    from rich.table import Table
+
+    table = Table(
+        title="How far reranking could go: evidence in the default ranking's top k, "
+        "and cited by any document (ceiling)"
+    )
+    for column in ("documents", "category", "ceiling", *(f"R@{k}" for k in BOUND_KS)):
+        table.add_column(column, justify="left" if column in ("documents", "category") else "right")
+    for name, methods in results["runs"].items():
+        bound = methods.get("default", {}).get("rerank_bound")
+        for group, values in (bound or {}).items():
+            label = CATEGORIES.get(int(group), group) if group.isdigit() else group
+            table.add_row(
+                name,
+                label,
+                _fmt(values["ceiling"]),
+                *(_fmt(values[f"R@{k}"]) for k in BOUND_KS),
+                style="bold" if group == "all" else "",
+            )
+    console.print(table)
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -576,6 +576,45 @@ def test_reindex_rebuilds_and_reports(run: Any, library: MemoryManager) -> None:
     ]
 
 
+@pytest.mark.parametrize("reindex", [True, False], ids=["reindexed", "lazily"])
+@pytest.mark.parametrize("storage", ["files", "postgres"])
+def test_a_store_written_without_embeddings_is_searched_by_meaning_once_they_are_on(
+    storage: str, reindex: bool, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    """Vectors come by `deerflow memory reindex` ahead of time, or by the first search."""
+    backend: dict[str, Any] = {"storage_path": str(tmp_path / "store")}
+    if storage == "postgres":
+        from tests.postgres_server import postgres_backend_config
+
+        url = request.getfixturevalue("postgres_url")
+        backend = postgres_backend_config(url, tmp_path / "store")
+
+    def config(embeddings: bool) -> Path:
+        path = tmp_path / f"embeddings-{embeddings}.yaml"
+        settings = backend | {"retrieval_embeddings": embeddings}
+        path.write_text(
+            json.dumps({"memory": {"manager_class": "deermem", "backend_config": settings}}),
+            encoding="utf-8",
+        )
+        return path
+
+    before = build_memory_manager(load_config(config(False)).memory)
+    before.create_fact("Prefers pnpm over npm")
+    assert before.search("package manager") == []
+    before.close()
+
+    hybrid = config(True)
+    if reindex:
+        result = CliRunner().invoke(app, ["memory", "reindex", "--json", "-c", str(hybrid)])
+        assert result.exit_code == 0, result.output
+        assert json.loads(result.stdout)["facts"] == 1
+    after = build_memory_manager(load_config(hybrid).memory)
+    try:
+        assert [f["content"] for f in after.search("package manager")] == ["Prefers pnpm over npm"]
+    finally:
+        after.close()
+
+
 def test_audit_reports_every_bucket_of_the_user(run: Any, library: MemoryManager) -> None:
     first = add(library, "Prefers uv over pip for Python projects", category="preference")
     second = add(library, "Prefers uv over pip for all Python projects", category="preference")

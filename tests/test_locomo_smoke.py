@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 from benchmarks.locomo_retrieval import (
+    BOUND_KS,
     CONTRACT,
     CONTRACT_TOP_K,
     KS,
@@ -92,5 +93,14 @@ def test_first_conversation(tmp_path: Path) -> None:
             assert recalls == sorted(recalls)
             assert measured["latency_ms"]["n"] == measured["questions"]
             assert len(measured["halves_r10"]) == 2
+        # Read to its top 100, the default ranking keeps the same top 10 and bounds reranking
+        # below the share of the evidence any document cites.
+        default = methods["default"]
+        for group, bound in default["rerank_bound"].items():
+            top10 = default["all"] if group == "all" else default["by_category"][group]
+            assert bound["R@10"] == pytest.approx(top10["R@10"])
+            recalls = [bound[f"R@{k}"] for k in BOUND_KS]
+            assert recalls == sorted(recalls)
+            assert recalls[-1] <= bound["ceiling"] + 1e-9
     assert runs["turns"]["lexical"]["ceiling"]["all"] == 1.0
     assert results["protocol"]["embedding_model"] is not None

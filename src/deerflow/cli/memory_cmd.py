@@ -417,7 +417,7 @@ def revert(
 
 @app.command()
 def reindex(config: ConfigOption = None, json_output: JsonOption = False) -> None:
-    """Rebuild the whole retrieval index from the stored files (DeerMem)."""
+    """Rebuild the whole retrieval index from the stored memory (DeerMem, either storage)."""
     with memory_session(config, json_output=json_output) as manager:
         if not isinstance(manager, Reindexable):
             raise MemoryUnsupportedError(type(manager).__name__, "reindex")
