@@ -296,6 +296,23 @@ def test_reindex_on_a_backend_without_it_exits_5(tmp_path: Path) -> None:
     assert json.loads(as_json.stdout)["error"] == "unsupported"
 
 
+def test_a_broken_install_without_its_embedding_model_is_a_memory_error(
+    config_file: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from deerflow.agents.memory.backends.deermem.deermem.embeddings import Embedder
+
+    monkeypatch.setattr(Embedder.__init__, "__defaults__", (tmp_path / "deleted-model",))
+    plain = CliRunner().invoke(app, ["memory", "show", "-c", str(config_file)], env=WIDE)
+    as_json = CliRunner().invoke(app, ["memory", "show", "--json", "-c", str(config_file)])
+
+    assert plain.exit_code == 1
+    assert plain.stderr.startswith("memory error: embedding model not found in ")
+    assert "reinstall the package" in plain.stderr
+    assert "Traceback" not in plain.output
+    assert as_json.exit_code == 1
+    assert json.loads(as_json.stdout)["error"] == "memory_error"
+
+
 def test_a_bad_config_is_invalid_input(tmp_path: Path) -> None:
     config = tmp_path / "bad.yaml"
     config.write_text("memory:\n  manager_class: no-such-backend\n", encoding="utf-8")

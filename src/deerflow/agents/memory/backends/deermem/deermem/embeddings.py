@@ -20,6 +20,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Final
 
+from deerflow.agents.memory.errors import MemoryManagerError
+
 if TYPE_CHECKING:
     import numpy as np
     from model2vec import StaticModel
@@ -40,8 +42,9 @@ MODEL_NAME: Final = "minilm-l6-static-int8-384"
 """Recorded in the index beside its vectors: a different model means every vector is rebuilt."""
 
 
-class EmbeddingError(RuntimeError):
-    """The embedding model could not be loaded or could not encode."""
+class EmbeddingError(MemoryManagerError):
+    """The embedding model could not be loaded or could not encode (a broken install: the
+    model ships inside the package, so nothing here is retried or downloaded)."""
 
 
 def missing_modules() -> list[str]:
