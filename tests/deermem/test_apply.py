@@ -114,6 +114,18 @@ def test_near_duplicates_merge_into_the_existing_fact(manager: DeerMemMemoryMana
     assert metrics["facts_merged_dedup"] == 1
 
 
+def test_near_duplicates_that_differ_in_polarity_or_number_stay_apart(
+    manager: DeerMemMemoryManager,
+) -> None:
+    # Word overlap 0.75 and 0.71, above the 0.7 that merges: a merge would drop the new fact.
+    stored = ("Reads email on weekends", "Has worked at Acme as a backend developer for 3 years")
+    new = ("Never reads email on weekends", "Has worked at Acme as a backend developer for 5 years")
+    run(manager, extraction(new_facts=tuple(map(proposal, stored))), fact_dedup_enabled=True)
+    metrics = run(manager, extraction(new_facts=tuple(map(proposal, new))), fact_dedup_enabled=True)
+    assert contents(manager) == sorted(stored + new)
+    assert metrics.get("facts_merged_dedup", 0) == 0
+
+
 def test_without_dedup_only_exact_repeats_merge(manager: DeerMemMemoryManager) -> None:
     run(manager, extraction(new_facts=(proposal("User prefers concise answers"),)))
     run(

@@ -1,5 +1,7 @@
-"""Paraphrase merging end to end: a scripted model that always proposes a new fact, and the
-deterministic gate alone deciding, on DeerMem's own dev set (tests/deermem/data)."""
+"""Paraphrase merging on DeerMem's own sets (tests/deermem/data/paraphrases.json): end to end
+with a scripted model that always proposes a new fact, so the deterministic gate alone decides,
+on `dev` + `check` (the sets its thresholds were chosen on) and on `holdout` (measured, never
+tuned on)."""
 
 from __future__ import annotations
 
@@ -13,6 +15,7 @@ from deerflow.agents.memory.backends.deermem import DeerMemMemoryManager
 from tests.deermem.pipeline_helpers import ScriptedModel, reply
 
 SETS = json.loads((Path(__file__).parent / "data" / "paraphrases.json").read_text())
+TUNED_ON = ("dev", "check")
 
 
 def proposals(dev: dict[str, Any]) -> list[tuple[str, str, str, bool]]:
@@ -26,8 +29,9 @@ def proposals(dev: dict[str, Any]) -> list[tuple[str, str, str, bool]]:
     return cases
 
 
-def test_a_model_that_always_proposes_a_new_fact_is_caught_by_the_gate(tmp_path: Path) -> None:
-    cases = proposals(SETS["dev"])
+def merges(tmp_path: Path, cases: list[tuple[str, str, str, bool]]) -> list[tuple[str, bool]]:
+    """Each case through extraction by a model that always proposes it as a new fact: the
+    `(proposed, is a paraphrase)` that were merged into their stored fact."""
     model = ScriptedModel(
         responses=[
             reply({"content": text, "category": category, "confidence": 0.9})
@@ -43,7 +47,7 @@ def test_a_model_that_always_proposes_a_new_fact_is_caught_by_the_gate(tmp_path:
     users = {text: f"u{n}" for n, text in enumerate(dict.fromkeys(s for s, *_ in cases))}
     for text, category in dict.fromkeys((s, c) for s, _, c, _ in cases):
         manager.create_fact(text, category, 0.8, user_id=users[text])
-    merged = {True: 0, False: 0}
+    merged = []
     for n, (target, text, _, paraphrase) in enumerate(cases):
         user = users[target]
         conversation = [HumanMessage(text, id=f"h{n}"), AIMessage("Noted.", id=f"a{n}")]
@@ -54,14 +58,29 @@ def test_a_model_that_always_proposes_a_new_fact_is_caught_by_the_gate(tmp_path:
         if added:  # kept apart: remove it, so the next case meets the same bucket
             manager.delete_fact(added[0], user_id=user)
             continue
-        merged[paraphrase] += 1
+        merged.append((text, paraphrase))
         (fact,) = facts
         assert fact["content"] == target
         assert fact["lastConfirmedAt"]
     manager.close()
-    paraphrases = sum(paraphrase for *_, paraphrase in cases)
-    assert merged[False] == 0, "a look-alike control was merged"
-    assert merged[True] / paraphrases >= 0.8
+    return merged
+
+
+def test_a_model_that_always_proposes_a_new_fact_is_caught_by_the_gate(tmp_path: Path) -> None:
+    cases = [case for name in TUNED_ON for case in proposals(SETS[name])]
+    merged = merges(tmp_path, cases)
+    assert [text for text, paraphrase in merged if not paraphrase] == []
+    # The figures of `python -m benchmarks.paraphrase_merging`: 15/18 on dev, 13/15 on check.
+    assert (len(merged), sum(paraphrase for *_, paraphrase in cases)) == (28, 33)
+
+
+def test_the_held_out_set_merges_as_measured(tmp_path: Path) -> None:
+    merged = merges(tmp_path, proposals(SETS["holdout"]))
+    assert sum(paraphrase for _, paraphrase in merged) == 11  # of 21
+    # One look-alike of 13 is merged: "train" and "bicycle" are far apart for the model (0.37,
+    # below SUBSTITUTION), so the swap is not seen, and the rest of the two facts is the same.
+    # Kept as measured: the gate is not tuned on this set.
+    assert [text for text, paraphrase in merged if not paraphrase] == ["Commutes to work by train"]
 
 
 STORED = (

@@ -28,6 +28,7 @@ from deerflow.agents.memory.backends.deermem.deermem.governance import (
 )
 from deerflow.agents.memory.backends.deermem.deermem.paraphrase import (
     Similarity,
+    clashes,
     paraphrase_scores,
 )
 from deerflow.agents.memory.backends.deermem.deermem.pipeline.proposals import (
@@ -217,8 +218,9 @@ def _same_fact(
     """The stored fact this one repeats: same text, or (with dedup on) nearly the same.
 
     Nearly the same: the most similar fact of the same category by token Jaccard, at or above
-    `fact_dedup_similarity_threshold`; failing that, with embeddings, the most similar by
-    `paraphrase.paraphrase_scores` at or above `fact_dedup_semantic_threshold`.
+    `fact_dedup_similarity_threshold`, unless the two `paraphrase.clashes` (polarity, numbers);
+    failing that, with embeddings, the most similar by `paraphrase.paraphrase_scores` at or above
+    `fact_dedup_semantic_threshold`.
     """
     key = normalized(fact.content)
     for fact_id, stored in state.facts.items():
@@ -228,7 +230,10 @@ def _same_fact(
         return None
     peers = [(i, f["content"]) for i, f in state.facts.items() if f["category"] == fact.category]
     tokens = content_tokens(fact.content)
-    lexical = [(jaccard(tokens, content_tokens(text)), i) for i, text in peers]
+    lexical = [
+        (0.0 if clashes(fact.content, text) else jaccard(tokens, content_tokens(text)), i)
+        for i, text in peers
+    ]
     found = _best(lexical, config.fact_dedup_similarity_threshold)
     if found is None and similarity is not None and peers:
         threshold = config.fact_dedup_semantic_threshold
