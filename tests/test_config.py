@@ -195,6 +195,26 @@ def test_example_config_is_valid_and_documents_every_memory_key() -> None:
     assert re.search(r"\$NAME or \$\{NAME\}", example.read_text())
 
 
+def test_the_example_shows_deermems_defaults_or_says_it_turns_a_feature_on() -> None:
+    text = (REPO_ROOT / "config.example.yaml").read_text()
+    example = yaml.safe_load(text)["memory"]["backend_config"]
+    defaults = DeerMemConfig(storage_path="/data").model_dump(mode="json")
+    lines = {line.split(":")[0].strip(): line for line in text.splitlines() if ":" in line}
+    differing = {
+        key
+        for key, value in example.items()
+        if key in defaults and key != "storage_path" and defaults[key] != value
+    }
+    assert differing == {
+        "fact_dedup_enabled",
+        "staleness_review_enabled",
+        "retrieval_relevance_enabled",
+    }
+    for key in differing:
+        assert defaults[key] is False
+        assert "off by default, on here" in lines[key], key
+
+
 @pytest.mark.parametrize(
     ("server", "message"),
     [
