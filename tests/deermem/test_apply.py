@@ -112,6 +112,10 @@ def test_near_duplicates_merge_into_the_existing_fact(manager: DeerMemMemoryMana
     assert fact["confidence"] == 0.9
     assert fact["confirmationCount"] == 1
     assert metrics["facts_merged_dedup"] == 1
+    # The merged wording is not lost: the change's audit entry names it and where it went.
+    (entry,) = manager.get_history(user_id="u", limit=1)
+    merged = f'merged near repeats {fact["id"]} <- "The user prefers concise answers in chat"'
+    assert merged in entry["reason"]
 
 
 def test_near_duplicates_that_differ_in_polarity_or_number_stay_apart(

@@ -1,12 +1,14 @@
 """Whether a new fact says what a stored one says, by meaning: the deterministic gate of
 near-duplicate merging (`fact_dedup_enabled`), given an embedding similarity function.
 
-A merge confirms the stored fact and drops the new text, so a look-alike merged by mistake is a
-fact of the user's lost, while a paraphrase kept apart is only a duplicate that can be deleted:
-the gate gives up paraphrases to keep look-alikes apart. Cosine similarity of whole facts on the
-shipped static model cannot tell the two: "User is vegetarian" / "The user does not eat meat"
-scores 0.82, but "Lives in Berlin" / "Lives in Munich" 0.89 and "Prefers dark mode in editors" /
-"Prefers light mode in editors" 0.98. The gate compares the facts' content words instead:
+A merge confirms the stored fact and keeps the new text only in the change's audit entry
+("merged near repeats ..."), so a look-alike merged by mistake is a fact of the user's gone from
+memory until someone reads the history, while a paraphrase kept apart is only a duplicate that
+can be deleted: the gate gives up paraphrases to keep look-alikes apart. Cosine similarity of
+whole facts on the shipped static model cannot tell the two: "User is vegetarian" / "The user
+does not eat meat" scores 0.82, but "Lives in Berlin" / "Lives in Munich" 0.89 and "Prefers dark
+mode in editors" / "Prefers light mode in editors" 0.98. The gate compares the facts' content
+words instead:
 
 * **Content words.** Stop words, "user" and the polarity words below are dropped, so "The user
   is ..." boilerplate stops lifting every pair. Words sharing their first `PREFIX` letters are

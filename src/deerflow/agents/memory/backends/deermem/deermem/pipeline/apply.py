@@ -8,6 +8,7 @@ has guardrails, and every decision ends up in the one `ChangeSet` (one commit, o
 from __future__ import annotations
 
 import heapq
+import json
 import uuid
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -151,6 +152,8 @@ def apply_extraction(
         *(r.replacement for r in extraction.removals if r.replacement),
     ]
     count("facts_extracted", len(new_facts))
+    # A near repeat's own wording is kept in the audit entry: a wrong merge can be seen and undone.
+    merged: list[str] = []
     for fact in new_facts:
         if fact.confidence < config.fact_confidence_threshold:
             count("rejected_low_confidence")
@@ -164,6 +167,8 @@ def apply_extraction(
         if existing is not None:
             _confirm(state, existing, stamp, confidence=fact.confidence)
             count("facts_merged_dedup")
+            if normalized(state.facts[existing]["content"]) != normalized(fact.content):
+                merged.append(f"{existing} <- {json.dumps(fact.content, ensure_ascii=False)}")
             continue
         state.add(record)
 
@@ -186,6 +191,8 @@ def apply_extraction(
         _consolidate(state, extraction, config, stamp, thread_id, count)
 
     reason = f"extraction from thread {thread_id}"
+    if merged:
+        reason += f"; merged near repeats {', '.join(merged)}"
     if evicted_ids:
         reason += f"; capacity evicted {', '.join(evicted_ids)}"
     changes = ChangeSet(
