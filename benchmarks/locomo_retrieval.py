@@ -67,7 +67,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 from benchmarks.timing import summarize, time_calls
 from deerflow.agents.memory.backends.deermem.deermem.config import DeerMemConfig
@@ -88,6 +88,9 @@ from deerflow.agents.memory.backends.deermem.deermem.embeddings import (
 )
 from deerflow.agents.memory.backends.deermem.deermem.manager import DeerMemMemoryManager
 from deerflow.agents.memory.manager import DuplicateFactError
+
+if TYPE_CHECKING:
+    from rich.console import Console
 
 __all__ = ["RECORDED", "dataset_path", "evaluate", "load", "main", "parse_ids"]
 
@@ -635,7 +638,7 @@ def print_tables(results: dict[str, Any]) -> None:
     )
 
 
-def print_bounds(console: Any, results: dict[str, Any]) -> None:
+def print_bounds(console: Console, results: dict[str, Any]) -> None:
     from rich.table import Table
 
     table = Table(
