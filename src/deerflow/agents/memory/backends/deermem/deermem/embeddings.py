@@ -20,7 +20,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Final
 
-from deerflow.agents.memory.errors import MemoryManagerError
+from deerflow.agents.memory.manager import MemoryManagerError
 
 if TYPE_CHECKING:
     import numpy as np
