@@ -1,9 +1,9 @@
 """Near-duplicate merging on DeerMem's own paraphrase sets: how many paraphrases the gate merges
 and how many look-alike controls it wrongly merges, for the current gate and the former one.
 
-The sets are `tests/deermem/data/paraphrases.json` (written for DeerMem's tests): the gate's
-thresholds were chosen on `dev` and `check`; `holdout`, written before they were, only measures
-them. The gate is the one extraction applies with `fact_dedup_enabled` (token Jaccard at
+The sets are `tests/deermem/data/paraphrases.json` (written for DeerMem's tests): the gate was
+tuned on `dev`, `check` and `holdout`; `holdout2`, written before that tuning, only measures it.
+The gate is the one extraction applies with `fact_dedup_enabled` (token Jaccard at
 `fact_dedup_similarity_threshold` unless the facts `paraphrase.clashes`, or
 `paraphrase.paraphrase_scores` at `fact_dedup_semantic_threshold`); the former one merged at token
 Jaccard >= 0.7 or whole-fact cosine >= 0.95. Usage:
@@ -29,7 +29,7 @@ DEFAULT_JSON: Final = HERE / "results" / "paraphrases.json"
 THRESHOLD: Final[float] = DeerMemConfig.model_fields["fact_dedup_semantic_threshold"].default
 JACCARD: Final[float] = DeerMemConfig.model_fields["fact_dedup_similarity_threshold"].default
 FORMER_COSINE: Final = 0.95
-SET_NAMES: Final = ("dev", "check", "holdout")
+SET_NAMES: Final = ("dev", "check", "holdout", "holdout2")
 
 Gate = Callable[[str, str], bool]
 
@@ -76,7 +76,7 @@ def main(argv: list[str] | None = None) -> None:
     for name, by_gate in results.items():
         for which, r in by_gate.items():
             print(
-                f"{name:7} {which:7} paraphrases merged {r['merged']}/{r['paraphrases']}, "
+                f"{name:8} {which:7} paraphrases merged {r['merged']}/{r['paraphrases']}, "
                 f"controls merged {r['controls_merged']}/{r['controls']}"
             )
     args.json.parent.mkdir(parents=True, exist_ok=True)
