@@ -67,10 +67,16 @@ def build_agent(
     )
 
 
-def run_turn(agent: Any, text: str, *, thread: str, user: str, how: How) -> list[BaseMessage]:
-    """One turn of `thread` for `user`, the way a host would run it; the thread's messages after."""
+def run_turn(
+    agent: Any, text: str, *, thread: str, user: str, how: How, agent_name: str | None = None
+) -> list[BaseMessage]:
+    """One turn of `thread` for `user`, the way a host would run it (`agent_name`: the request's
+    `configurable.agent_name`); the thread's messages after."""
     payload = {"messages": [HumanMessage(text)]}
-    config = {"configurable": {"thread_id": thread}}
+    configurable = {"thread_id": thread} | (
+        {} if agent_name is None else {"agent_name": agent_name}
+    )
+    config = {"configurable": configurable}
     context = AgentContext(user_id=user)
     if how == "invoke":
         agent.invoke(payload, config=config, context=context)

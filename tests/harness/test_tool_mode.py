@@ -51,6 +51,27 @@ def results(messages: list[Any]) -> list[dict[str, Any]]:
 
 
 @pytest.mark.parametrize("how", HOW)
+def test_a_requests_agent_name_picks_the_tools_bucket(deermem: MemoryManager, how: How) -> None:
+    """As in middleware mode, `configurable.agent_name` takes precedence over the built agent's."""
+    model = ScriptedChatModel.replying(
+        tool_call("memory_add", {"content": "Reviews Go code", "category": "context"}, "1"),
+        "Noted.",
+        tool_call("memory_search", {"query": "Go code"}, "2"),
+        "Nothing.",
+    )
+    wiring = wire_memory(tool_config(), deermem, agent_name=None, tools=[], model=model)
+    agent = build_agent(model, wiring)
+
+    run_turn(agent, "I review Go.", thread="t1", user="alice", how=how, agent_name="reviewer")
+    other = run_turn(agent, "What do I review?", thread="t2", user="alice", how=how)
+
+    reviewer = deermem.reload_memory(user_id="alice", agent_name="reviewer")["facts"]
+    assert [f["content"] for f in reviewer] == ["Reviews Go code"]
+    assert deermem.reload_memory(user_id="alice")["facts"] == []
+    assert results(other) == [{"facts": [], "count": 0}], "the default bucket does not see it"
+
+
+@pytest.mark.parametrize("how", HOW)
 def test_the_model_adds_a_fact_and_finds_it_again(deermem: MemoryManager, how: How) -> None:
     model = ScriptedChatModel.replying(
         tool_call(

@@ -56,7 +56,11 @@ _GUIDANCE = {
 def get_memory_tools(
     manager: MemoryManager | None = None, *, agent_name: str | None = None
 ) -> list[BaseTool]:
-    """The four memory tools over `manager` (default: the process's manager), for one agent."""
+    """The four memory tools over `manager` (default: the process's manager), for one agent.
+
+    A request's `configurable.agent_name` takes precedence over `agent_name`, as in the memory
+    middleware.
+    """
     chosen = manager if manager is not None else get_memory_manager()
     return [_langchain_tool(spec, chosen, agent_name) for spec in MEMORY_TOOL_SPECS]
 
@@ -105,7 +109,9 @@ def _langchain_tool(
 ) -> BaseTool:
     def run(runtime: ToolRuntime, **arguments: Any) -> str:
         try:
-            scope = MemoryScope(run_identity(runtime.context).user_id, agent_name)
+            # A request's `configurable.agent_name` takes precedence, as in middleware mode.
+            identity = run_identity(runtime.context, (runtime.config or {}).get("configurable"))
+            scope = MemoryScope(identity.user_id, identity.agent_name or agent_name)
         except ValueError as exc:
             return _json({"error": "invalid_context", "detail": str(exc)})
         return _json(call_memory_tool(spec, manager, scope, arguments))
