@@ -8,7 +8,9 @@ Reads what `benchmarks.locomo_retrieval --json` wrote and writes a PNG:
 One panel per kind of document: turns, then observation facts (with the observations written
 through `create_fact` and asked with `search(top_k=10)`). DeerMem's methods are measured by that
 run; the recorded rows (mem0 and FTS5's own `bm25()` under the same protocol) are drawn hatched,
-since this project did not measure them.
+since this project did not measure them. Markers over each category show how far reranking could
+go (`rerank_bound` of the default ranking): the evidence in its top 20 and top 50, and the share
+any document cites.
 """
 
 from __future__ import annotations
@@ -53,6 +55,22 @@ def series(results: dict[str, Any], documents: str) -> list[tuple[str, list[floa
     return drawn
 
 
+BOUNDS: Final = (("R@20", "v", "default's top 20: a top-20 reranker's limit"),
+                 ("R@50", "^", "default's top 50"),
+                 ("ceiling", "_", "cited by any document"))  # fmt: skip
+"""The markers of `rerank_bound`: its key, the marker, the legend's words."""
+
+
+def bounds(results: dict[str, Any], documents: str) -> dict[str, list[float]]:
+    """The default ranking's `rerank_bound` values, categories 1..4 then all, by `BOUNDS` key;
+    empty for a run without it."""
+    bound = results["runs"][documents].get("default", {}).get("rerank_bound")
+    if bound is None:
+        return {}
+    groups = [*sorted(results["protocol"]["categories"]), "all"]
+    return {key: [bound[group][key] for group in groups] for key, _, _ in BOUNDS}
+
+
 def plot(results: dict[str, Any], path: Path) -> None:
     import matplotlib
 
@@ -62,18 +80,23 @@ def plot(results: dict[str, Any], path: Path) -> None:
     names = results["protocol"]["categories"]
     labels = [f"{c} {names[c]}" for c in sorted(names)] + ["all"]
     panels = [documents for documents, _ in PANELS if documents in results["runs"]]
-    fig, axes = plt.subplots(len(panels), 1, figsize=(10, 4.2 * len(panels)), dpi=80, squeeze=False)
+    fig, axes = plt.subplots(len(panels), 1, figsize=(10, 5.4 * len(panels)), dpi=80, squeeze=False)
     for ax, documents in zip(axes[:, 0], panels, strict=True):
         drawn = series(results, documents)
         width = 0.8 / len(drawn)
         for i, (label, values, recorded) in enumerate(drawn):
             xs = [x - 0.4 + width * (i + 0.5) for x in range(len(labels))]
             ax.bar(xs, values, width, label=label, hatch="//" if recorded else None, alpha=0.85)
+        marks = bounds(results, documents)
+        for key, marker, words in BOUNDS:
+            if key in marks:
+                ax.scatter(range(len(labels)), marks[key], marker=marker, s=90, color="black",
+                           zorder=3, label=words)  # fmt: skip
         ax.set_xticks(range(len(labels)), labels)
         ax.set_ylabel("evidence recall@10")
-        ax.set_ylim(0, 1)
+        ax.set_ylim(0, 1.05)
         ax.set_title(f"LoCoMo retrieval by question category ({documents} as documents)")
-        ax.legend(fontsize="small", ncols=2)
+        ax.legend(fontsize="small", ncols=3, loc="upper center", bbox_to_anchor=(0.5, -0.08))
         ax.grid(axis="y", alpha=0.3)
     fig.tight_layout()
     fig.savefig(path)

@@ -31,6 +31,15 @@ def test_the_observations_panel_has_the_create_fact_run() -> None:
     assert drawn["DeerMem default, create_fact"][-1] == run["all"]["R@10"]
 
 
+def test_the_bounds_of_reranking_come_from_the_default_ranking() -> None:
+    results = json.loads(RESULTS.read_text(encoding="utf-8"))
+    marks = locomo_plot.bounds(results, "observations")
+    bound = results["runs"]["observations"]["default"]["rerank_bound"]
+    assert marks["ceiling"] == [bound[g]["ceiling"] for g in ("1", "2", "3", "4", "all")]
+    assert marks["R@20"][-1] == bound["all"]["R@20"] <= marks["R@50"][-1]
+    assert locomo_plot.bounds(results, "observations (create_fact)") == {}
+
+
 @pytest.mark.skipif(
     importlib.util.find_spec("matplotlib") is None, reason="matplotlib is in the bench group"
 )
