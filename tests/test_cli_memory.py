@@ -224,8 +224,9 @@ def test_a_write_at_a_stale_expected_revision_changes_nothing(
     edited = run("facts", "edit", fact_id, "--content", "Uses neovim", *stale)
     removed = run("facts", "rm", fact_id, "--yes", *stale)
     cleared = run("clear", "--yes", *stale)
+    added = run("facts", "add", "Uses tmux", *stale)
 
-    for result in (edited, removed, cleared):
+    for result in (edited, removed, cleared, added):
         assert result.exit_code == 4, result.output
         assert "conflict" in result.stderr
     assert contents(library) == {"Uses vim", "Written by someone else meanwhile"}
@@ -244,6 +245,9 @@ def test_a_write_at_a_stale_expected_revision_changes_nothing(
     )
     assert result.exit_code == 0, result.output
     assert json.loads(result.stdout)["revision"] == int(current) + 1
+    added = run("facts", "add", "Uses tmux", "--json", "--expected-revision", str(int(current) + 1))
+    assert added.exit_code == 0, added.output
+    assert "Uses tmux" in contents(library)
 
 
 # -- errors by type -------------------------------------------------------------------------------

@@ -176,6 +176,7 @@ def facts_add(
         str, typer.Option("--category", help=f"The fact's category: {CATEGORIES}.")
     ] = "context",
     confidence: Annotated[float, typer.Option("--confidence", help="0..1.")] = 0.5,
+    expected_revision: ExpectedRevisionOption = None,
     config: ConfigOption = None,
     user: UserOption = DEFAULT_USER,
     agent: AgentOption = None,
@@ -186,7 +187,12 @@ def facts_add(
     with memory_session(config, json_output=json_output) as manager:
         before = _memory_or_none(manager, user, agent)
         document, fact_id = manager.create_fact(
-            content, category, confidence, user_id=user, agent_name=agent
+            content,
+            category,
+            confidence,
+            user_id=user,
+            agent_name=agent,
+            **condition(expected_revision),
         )
     kept = {fact["id"] for fact in document["facts"]}
     facts = [] if before is None else sorted(before["facts"], key=lambda fact: fact["id"])
