@@ -29,7 +29,7 @@ DEFAULT_JSON: Final = HERE / "results" / "paraphrases.json"
 THRESHOLD: Final[float] = DeerMemConfig.model_fields["fact_dedup_semantic_threshold"].default
 JACCARD: Final[float] = DeerMemConfig.model_fields["fact_dedup_similarity_threshold"].default
 FORMER_COSINE: Final = 0.95
-SET_NAMES: Final = ("dev", "check", "holdout", "holdout2")
+SET_NAMES: Final = ("dev", "check", "holdout", "holdout2", "holdout3")
 
 Gate = Callable[[str, str], bool]
 

@@ -92,6 +92,22 @@ def test_a_value_swapped_in_a_long_fact_is_kept_though_most_words_are_shared(
     )
 
 
+def test_the_held_out_set_merges_as_measured(tmp_path: Path) -> None:
+    merged = merges(tmp_path, proposals(SETS["holdout3"]))
+    assert sum(paraphrase for _, paraphrase in merged) == 18  # of 30
+    # Five look-alikes of 27 are merged, kept as measured (the gate is not tuned on this set):
+    # each changes the first word to one the model puts at least `REWORDED_VERB` close (gives /
+    # receives 0.36, rents / owns 0.45, manager / colleague 0.43, daughter / son 0.519, just under
+    # `SUBSTITUTION`) or at `SYNONYM` (lends / borrows 0.87).
+    assert [text for text, paraphrase in merged if not paraphrase] == [
+        "Receives money from a local animal shelter",
+        "Owns a flat in Rome",
+        "Borrows money from friends",
+        "Son plays football",
+        "Colleague's name is Priya",
+    ]
+
+
 STORED = (
     "Lives in Lisbon",
     "Works as a data engineer",
