@@ -54,6 +54,7 @@ import snowballstemmer
 from deerflow.agents.memory.backends.deermem.deermem.governance import content_tokens, tokenize
 
 __all__ = [
+    "REWORDED_VERB",
     "SUBSTITUTION",
     "SYNONYM",
     "Similarity",
@@ -97,7 +98,7 @@ _PREFER_WORDS: Final = """
     favour favours
 """
 _PREFERS: Final = frozenset(_PREFER_WORDS.split())
-# One value spelt two ways.
+# One value said two ways.
 _SPELLINGS: Final = {"gray": "grey", "autumn": "fall"}
 
 
