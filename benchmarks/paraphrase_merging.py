@@ -2,9 +2,9 @@
 and how many look-alike controls it wrongly merges, for the current gate and the former one.
 
 The sets are `tests/deermem/data/paraphrases.json` (written for DeerMem's tests): the gate was
-tuned on `dev`, `check` and `holdout`; `holdout2`, written before that tuning, only measures it.
-The gate is the one extraction applies with `fact_dedup_enabled` (token Jaccard at
-`fact_dedup_similarity_threshold` unless the facts `paraphrase.clashes`, or
+tuned on `dev`, `check`, `holdout` and `holdout2`; `holdout3`, written before that tuning, only
+measures it. The gate is the one extraction applies with `fact_dedup_enabled` (token Jaccard at
+`fact_dedup_similarity_threshold` unless the facts `paraphrase.differs`, or
 `paraphrase.paraphrase_scores` at `fact_dedup_semantic_threshold`); the former one merged at token
 Jaccard >= 0.7 or whole-fact cosine >= 0.95. Usage:
 `uv run python -m benchmarks.paraphrase_merging [--json PATH]`.
@@ -21,7 +21,7 @@ from typing import Any, Final
 from deerflow.agents.memory.backends.deermem.deermem.config import DeerMemConfig
 from deerflow.agents.memory.backends.deermem.deermem.embeddings import Embedder
 from deerflow.agents.memory.backends.deermem.deermem.governance import content_tokens, jaccard
-from deerflow.agents.memory.backends.deermem.deermem.paraphrase import clashes, paraphrase_scores
+from deerflow.agents.memory.backends.deermem.deermem.paraphrase import differs, paraphrase_scores
 
 HERE: Final = Path(__file__).resolve().parent
 SETS: Final = HERE.parent / "tests" / "deermem" / "data" / "paraphrases.json"
@@ -29,7 +29,7 @@ DEFAULT_JSON: Final = HERE / "results" / "paraphrases.json"
 THRESHOLD: Final[float] = DeerMemConfig.model_fields["fact_dedup_semantic_threshold"].default
 JACCARD: Final[float] = DeerMemConfig.model_fields["fact_dedup_similarity_threshold"].default
 FORMER_COSINE: Final = 0.95
-SET_NAMES: Final = ("dev", "check", "holdout", "holdout2")
+SET_NAMES: Final = ("dev", "check", "holdout", "holdout2", "holdout3")
 
 Gate = Callable[[str, str], bool]
 
@@ -37,7 +37,7 @@ Gate = Callable[[str, str], bool]
 def gates(model: Embedder) -> dict[str, Gate]:
     def current(new: str, stored: str) -> bool:
         overlap = jaccard(content_tokens(new), content_tokens(stored))
-        lexical = overlap >= JACCARD and not clashes(new, stored)
+        lexical = overlap >= JACCARD and not differs(new, stored, model.text_similarities)
         scores = paraphrase_scores(new, [stored], model.text_similarities, threshold=THRESHOLD)
         return lexical or scores[0] >= THRESHOLD
 

@@ -1,7 +1,7 @@
 """Paraphrase merging on DeerMem's own sets (tests/deermem/data/paraphrases.json): end to end
 with a scripted model that always proposes a new fact, so the deterministic gate alone decides,
-on `dev` + `check` + `holdout` (the sets it was tuned on) and on `holdout2` (measured, never
-tuned on)."""
+on `dev` + `check` + `holdout` + `holdout2` (the sets it was tuned on) and on `holdout3`
+(measured, never tuned on)."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from deerflow.agents.memory.backends.deermem import DeerMemMemoryManager
 from tests.deermem.pipeline_helpers import ScriptedModel, reply
 
 SETS = json.loads((Path(__file__).parent / "data" / "paraphrases.json").read_text())
-TUNED_ON = ("dev", "check", "holdout")
+TUNED_ON = ("dev", "check", "holdout", "holdout2")
 
 
 def proposals(dev: dict[str, Any]) -> list[tuple[str, str, str, bool]]:
@@ -74,19 +74,37 @@ def test_a_model_that_always_proposes_a_new_fact_is_caught_by_the_gate(tmp_path:
         assert [text for text, paraphrase in merged if not paraphrase] == [], name
         figures[name] = (len(merged), sum(paraphrase for *_, paraphrase in cases))
     # The figures of `python -m benchmarks.paraphrase_merging`.
-    assert figures == {"dev": (15, 18), "check": (13, 15), "holdout": (13, 21)}
+    assert figures == {
+        "dev": (15, 18),
+        "check": (13, 15),
+        "holdout": (13, 21),
+        "holdout2": (18, 24),
+    }
+
+
+def test_a_value_swapped_in_a_long_fact_is_kept_though_most_words_are_shared(
+    tmp_path: Path,
+) -> None:
+    # Five of seven content words shared: word overlap alone would merge them.
+    stored = "Drinks green tea with honey every morning"
+    assert (
+        merges(tmp_path, [(stored, stored.replace("morning", "evening"), "behavior", False)]) == []
+    )
 
 
 def test_the_held_out_set_merges_as_measured(tmp_path: Path) -> None:
-    merged = merges(tmp_path, proposals(SETS["holdout2"]))
-    assert sum(paraphrase for _, paraphrase in merged) == 19  # of 24
-    # Three look-alikes of 16 are merged, kept as measured (the gate is not tuned on this set):
-    # the same words in another order, "Saturday" / "Sunday" (0.80 apart for the model, so one
-    # word to the gate), and a changed first word that is not a synonym ("takes" / "teaches").
+    merged = merges(tmp_path, proposals(SETS["holdout3"]))
+    assert sum(paraphrase for _, paraphrase in merged) == 18  # of 30
+    # Five look-alikes of 27 are merged, kept as measured (the gate is not tuned on this set):
+    # each changes the first word to one the model puts at least `REWORDED_VERB` close (gives /
+    # receives 0.36, rents / owns 0.45, manager / colleague 0.43, daughter / son 0.519, just under
+    # `SUBSTITUTION`) or at `SYNONYM` (lends / borrows 0.87).
     assert [text for text, paraphrase in merged if not paraphrase] == [
-        "Prefers MySQL over PostgreSQL",
-        "Visits their parents every Saturday",
-        "Takes piano lessons",
+        "Receives money from a local animal shelter",
+        "Owns a flat in Rome",
+        "Borrows money from friends",
+        "Son plays football",
+        "Colleague's name is Priya",
     ]
 
 

@@ -29,7 +29,7 @@ from deerflow.agents.memory.backends.deermem.deermem.governance import (
 )
 from deerflow.agents.memory.backends.deermem.deermem.paraphrase import (
     Similarity,
-    clashes,
+    differs,
     paraphrase_scores,
 )
 from deerflow.agents.memory.backends.deermem.deermem.pipeline.proposals import (
@@ -225,8 +225,9 @@ def _same_fact(
     """The stored fact this one repeats: same text, or (with dedup on) nearly the same.
 
     Nearly the same: the most similar fact of the same category by token Jaccard, at or above
-    `fact_dedup_similarity_threshold`, unless the two `paraphrase.clashes` (polarity, numbers);
-    failing that, with embeddings, the most similar by `paraphrase.paraphrase_scores` at or above
+    `fact_dedup_similarity_threshold`, unless the two `paraphrase.differs` (polarity, a closed
+    class of values, a comparison's order, with embeddings a swapped value); failing that, with
+    embeddings, the most similar by `paraphrase.paraphrase_scores` at or above
     `fact_dedup_semantic_threshold`.
     """
     key = normalized(fact.content)
@@ -237,11 +238,14 @@ def _same_fact(
         return None
     peers = [(i, f["content"]) for i, f in state.facts.items() if f["category"] == fact.category]
     tokens = content_tokens(fact.content)
-    lexical = [
-        (0.0 if clashes(fact.content, text) else jaccard(tokens, content_tokens(text)), i)
-        for i, text in peers
-    ]
-    found = _best(lexical, config.fact_dedup_similarity_threshold)
+    overlap = config.fact_dedup_similarity_threshold
+    lexical: list[tuple[float, str]] = []
+    for i, text in peers:
+        value = jaccard(tokens, content_tokens(text))
+        if value >= overlap and differs(fact.content, text, similarity):
+            value = 0.0
+        lexical.append((value, i))
+    found = _best(lexical, overlap)
     if found is None and similarity is not None and peers:
         threshold = config.fact_dedup_semantic_threshold
         texts = [text for _, text in peers]
