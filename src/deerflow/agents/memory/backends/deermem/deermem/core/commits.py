@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Callable, Mapping
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Any, Final
 
 from deerflow.agents.memory.backends.deermem.deermem.core.changes import ChangeSet, FactKey
@@ -25,17 +25,16 @@ from deerflow.agents.memory.manager import (
 
 __all__ = [
     "DOCUMENT_VERSION",
+    "Commit",
     "Stored",
-    "audit_entry",
     "changed_facts",
     "changed_summaries",
     "check_history_entry",
     "check_preconditions",
     "check_summaries",
-    "new_change_id",
+    "prepare_commit",
     "rebased",
     "stored_bytes",
-    "with_summaries",
 ]
 
 DOCUMENT_VERSION: Final = "2.0"
@@ -163,6 +162,44 @@ def changed_summaries(
             if document[part][section]["summary"] != text:
                 changed.setdefault(part, {})[section] = text
     return changed
+
+
+@dataclass(frozen=True, slots=True)
+class Commit:
+    """What a commit writes besides the facts: the new revision, its change id, the summaries
+    with the change's texts, and the audit log's entry."""
+
+    revision: int
+    change_id: str
+    summaries: dict[str, Any]
+    entry: dict[str, Any]
+
+
+def prepare_commit(
+    changes: ChangeSet,
+    *,
+    revision: int,
+    summaries: Mapping[str, Any],
+    texts: dict[str, dict[str, str]],
+    current: Mapping[FactKey, Stored | None],
+    after: Mapping[FactKey, bytes | None],
+    now: str,
+) -> Commit:
+    """The commit of `changes` on top of `revision`: `summaries` (a document, or its summary
+    parts) with the summary `texts` written at `now`, and the audit entry of those texts and
+    of the fact files from `current` to `after`."""
+    new_revision = revision + 1
+    change_id = new_change_id()
+    written, replaced = with_summaries(summaries, texts, now)
+    entry = audit_entry(
+        changes,
+        change_id=change_id,
+        now=now,
+        revision=new_revision,
+        summaries=(replaced, texts),
+        files=({key: stored_bytes(current[key]) for key in after}, after),
+    )
+    return Commit(new_revision, change_id, written, entry)
 
 
 def with_summaries(

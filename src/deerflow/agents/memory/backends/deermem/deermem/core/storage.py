@@ -34,16 +34,14 @@ from deerflow.agents.memory.backends.deermem.deermem.core.changes import (
 from deerflow.agents.memory.backends.deermem.deermem.core.commits import (
     DOCUMENT_VERSION,
     Stored,
-    audit_entry,
     changed_facts,
     changed_summaries,
     check_history_entry,
     check_preconditions,
     check_summaries,
-    new_change_id,
+    prepare_commit,
     rebased,
     stored_bytes,
-    with_summaries,
 )
 from deerflow.agents.memory.backends.deermem.deermem.core.factfile import (
     is_revision,
@@ -605,28 +603,27 @@ class FileMemoryStorage(MemoryStorage):
         upserted: list[dict[str, Any]],
         now: str,
     ) -> CommitResult:
-        revision = manifest.revision + 1
-        change_id = new_change_id()
         # The parsed document is shared with snapshots and the manifest cache: copied on write.
-        document, before_summaries = with_summaries(manifest.document, summaries, now)
-        document.update(
-            version=DOCUMENT_VERSION, revision=revision, lastUpdated=now, userId=raw_user
-        )
-        entry = audit_entry(
+        commit = prepare_commit(
             changes,
-            change_id=change_id,
+            revision=manifest.revision,
+            summaries=manifest.document,
+            texts=summaries,
+            current=current,
+            after=after,
             now=now,
-            revision=revision,
-            summaries=(before_summaries, summaries),
-            files=({k: stored_bytes(current[k]) for k in after}, after),
         )
-        history_line = (json.dumps(entry, ensure_ascii=False) + "\n").encode("utf-8")
+        document = commit.summaries
+        document.update(
+            version=DOCUMENT_VERSION, revision=commit.revision, lastUpdated=now, userId=raw_user
+        )
+        history_line = (json.dumps(commit.entry, ensure_ascii=False) + "\n").encode("utf-8")
         new_manifest = (json.dumps(document, ensure_ascii=False, indent=2) + "\n").encode("utf-8")
         history_size = self._whole_history(paths)
         Journal(
-            operation_id=change_id,
+            operation_id=commit.change_id,
             previous_revision=manifest.revision,
-            next_revision=revision,
+            next_revision=commit.revision,
             entries=(
                 *(
                     JournalEntry(str(files[key].relative_to(paths.dir)), stored_bytes(current[key]))
@@ -670,8 +667,8 @@ class FileMemoryStorage(MemoryStorage):
         self._remember(paths.user_key, _Manifest(new_manifest, document))
         self._update_cache(paths.user_key, manifest.raw, new_manifest, after, upserted)
         return CommitResult(
-            revision=revision,
-            change_id=change_id,
+            revision=commit.revision,
+            change_id=commit.change_id,
             last_updated=now,
             upserted=tuple(upserted),
             deleted=tuple(key for key, data in after.items() if data is None),

@@ -29,14 +29,11 @@ from deerflow.agents.memory.backends.deermem.deermem.core.changes import (
 )
 from deerflow.agents.memory.backends.deermem.deermem.core.commits import (
     Stored,
-    audit_entry,
     changed_facts,
     changed_summaries,
     check_preconditions,
-    new_change_id,
+    prepare_commit,
     rebased,
-    stored_bytes,
-    with_summaries,
 )
 from deerflow.agents.memory.backends.deermem.deermem.core.factfile import parse_fact, render_fact
 from deerflow.agents.memory.backends.deermem.deermem.core.paths import (
@@ -434,16 +431,14 @@ class PostgresMemoryStorage(MemoryStorage):
         """Write the change under the lock: facts, the audit entry, then the user's row.
         Returns the new document, the result and each written record with its JSON text."""
         after, summaries, upserted = changed
-        revision = document.revision + 1
-        change_id = new_change_id()
-        parts, before_summaries = with_summaries(document.summaries, summaries, now)
-        entry = audit_entry(
+        commit = prepare_commit(
             changes,
-            change_id=change_id,
+            revision=document.revision,
+            summaries=document.summaries,
+            texts=summaries,
+            current=current,
+            after=after,
             now=now,
-            revision=revision,
-            summaries=(before_summaries, summaries),
-            files=({key: stored_bytes(current[key]) for key in after}, after),
         )
         # Cached as a later read gives them back (JSON types, checked).
         texts = {(r["agent_name"], r["id"]): json_text(r) for r in upserted}
@@ -469,22 +464,22 @@ class PostgresMemoryStorage(MemoryStorage):
                 )
             conn.execute(
                 "INSERT INTO history (user_key, revision, entry) VALUES (%s, %s, %s::json)",
-                (user_key, revision, json_text(entry)),
+                (user_key, commit.revision, json_text(commit.entry)),
             )
             guard = conn.execute(
                 "UPDATE users SET revision = %s, last_updated = %s, summaries = %s::json"
                 " WHERE user_key = %s AND revision = %s",
-                (revision, now, json_text(parts), user_key, document.revision),
+                (commit.revision, now, json_text(commit.summaries), user_key, document.revision),
             )
         if guard.rowcount != 1:  # the row is locked: only a hand edit gets here
             raise MemoryConflictError(
                 f"memory of {user_key} changed concurrently (revision {document.revision} "
                 "moved under its lock); reload and retry"
             )
-        new = Document(document.user_id, revision, now, parts, document.buckets)
+        new = Document(document.user_id, commit.revision, now, commit.summaries, document.buckets)
         result = CommitResult(
-            revision=revision,
-            change_id=change_id,
+            revision=commit.revision,
+            change_id=commit.change_id,
             last_updated=now,
             upserted=tuple(records[key] for key in texts),
             deleted=tuple(key for key, data in after.items() if data is None),
