@@ -87,7 +87,16 @@ from deerflow.agents.memory.backends.deermem.deermem.core.sqlite import (
 )
 from deerflow.agents.memory.manager import MemoryCorruptionError, MemoryManagerError
 
-__all__ = ["DurableQueue", "QueueFullError", "QueueItem", "QueueKey", "retry_delay", "turns_after"]
+__all__ = [
+    "Claim",
+    "DurableQueue",
+    "QueueFullError",
+    "QueueItem",
+    "QueueKey",
+    "flush_claims",
+    "retry_delay",
+    "turns_after",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -181,7 +190,9 @@ class QueueItem:
 
 
 @dataclass(frozen=True, slots=True)
-class _Claim:
+class Claim:
+    """An item a worker holds: its row, the claim's generation, and what it hands to `process`."""
+
     row_id: int
     generation: int
     last_seq: int  # the highest chunk handed to `process`
@@ -403,25 +414,14 @@ class DurableQueue:
         Returns:
             True when the queue is empty at the end.
         """
-        deadline = time.monotonic() + timeout
-        failed: set[int] = set()
-        while (remaining := deadline - time.monotonic()) > 0:
-            if not self._busy.acquire(timeout=remaining):
-                break
-            try:
-                claim = self._claim(math.inf, failed)
-                if claim is not None and not self._run(claim):
-                    failed.add(claim.row_id)
-            finally:
-                self._busy.release()
-            if claim is None:
-                with self._lock:
-                    left = {row[0] for row in self._conn.execute("SELECT id FROM items")}
-                if left <= failed:
-                    return not left
-                time.sleep(min(0.01, max(0.0, deadline - time.monotonic())))
-        with self._lock:
-            return self._conn.execute("SELECT 1 FROM items LIMIT 1").fetchone() is None
+        return flush_claims(
+            timeout,
+            self._busy,
+            lambda failed: self._claim(math.inf, failed),
+            self._run,
+            self._item_ids,
+            wait=0.01,
+        )
 
     def close(self) -> None:
         """Stop the worker, waiting a few seconds for its current item; items stay journaled."""
@@ -510,7 +510,7 @@ class DurableQueue:
             # compete with the caller for the connection and the GIL.
             self._poke()
 
-    def _claim(self, due_by: float, skip: set[int]) -> _Claim | None:
+    def _claim(self, due_by: float, skip: set[int]) -> Claim | None:
         """Take the first item due by `due_by` that nobody holds, dropping ones with no news."""
         now = self._clock()
         with self._write() as conn:
@@ -532,9 +532,9 @@ class DurableQueue:
                 "UPDATE items SET claimed_by = ?, claimed_until = ? WHERE id = ?",
                 (self._token, now + _LEASE_S, row[0]),
             )
-        return _Claim(row[0], row[1], last_seq, item)
+        return Claim(row[0], row[1], last_seq, item)
 
-    def _run(self, claim: _Claim) -> bool:
+    def _run(self, claim: Claim) -> bool:
         """Call `process` on a claimed item and record the outcome; False when it raised."""
         try:
             self._process(claim.item)
@@ -550,7 +550,7 @@ class DurableQueue:
         self._finish(claim, ok=True)
         return True
 
-    def _finish(self, claim: _Claim, *, ok: bool) -> None:
+    def _finish(self, claim: Claim, *, ok: bool) -> None:
         now = self._clock()
         with self._write() as conn:
             if not ok:
@@ -626,6 +626,10 @@ class DurableQueue:
             due_at=due,
         )
         return item, chunks[-1][0] if chunks else 0
+
+    def _item_ids(self) -> set[int]:
+        with self._lock:
+            return {row[0] for row in self._conn.execute("SELECT id FROM items")}
 
     def _work(self) -> None:
         try:
@@ -744,6 +748,41 @@ def _append(conn: sqlite3.Connection, item_id: int, turns: list[dict[str, Any]])
                 json.dumps(turns[-1], ensure_ascii=False),
             ),
         )
+
+
+def flush_claims(
+    timeout: float,
+    busy: threading.Lock,
+    claim: Callable[[set[int]], Claim | None],
+    run: Callable[[Claim], bool],
+    item_ids: Callable[[], set[int]],
+    *,
+    wait: float,
+) -> bool:
+    """A queue's `flush`: claim (`claim(failed)`, due or not, skipping the rows in `failed`)
+    and `run` every item under `busy`, each at most once, until none is left or `timeout`
+    (seconds) passes; an item held elsewhere is looked at again every `wait` seconds.
+
+    Returns:
+        True when the queue (`item_ids`) is empty at the end.
+    """
+    deadline = time.monotonic() + timeout
+    failed: set[int] = set()
+    while (remaining := deadline - time.monotonic()) > 0:
+        if not busy.acquire(timeout=remaining):
+            break
+        try:
+            claimed = claim(failed)
+            if claimed is not None and not run(claimed):
+                failed.add(claimed.row_id)
+        finally:
+            busy.release()
+        if claimed is None:
+            left = item_ids()
+            if left <= failed:
+                return not left
+            time.sleep(min(wait, max(0.0, deadline - time.monotonic())))
+    return not item_ids()
 
 
 def turns_after(

@@ -54,17 +54,17 @@ import math
 import os
 import socket
 import threading
-import time
 import uuid
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 
 from deerflow.agents.memory.backends.deermem.deermem.pipeline.queue import (
+    Claim,
     QueueFullError,
     QueueItem,
     QueueKey,
+    flush_claims,
     retry_delay,
     turns_after,
 )
@@ -122,14 +122,6 @@ MIGRATIONS: Final[tuple[tuple[str, ...], ...]] = (
 
 _FREE: Final = "(claimed_by IS NULL OR claimed_until < now())"
 _SECONDS: Final = "%s * interval '1 second'"
-
-
-@dataclass(frozen=True, slots=True)
-class _Claim:
-    row_id: int
-    generation: int
-    last_seq: int  # the highest chunk handed to `process`
-    item: QueueItem
 
 
 class PostgresQueue:
@@ -339,23 +331,14 @@ class PostgresQueue:
         Raises:
             MemoryCorruptionError: a row cannot be read (it stays for an operator).
         """
-        deadline = time.monotonic() + timeout
-        failed: set[int] = set()
-        while (remaining := deadline - time.monotonic()) > 0:
-            if not self._busy.acquire(timeout=remaining):
-                break
-            try:
-                claim = self._claim(due_only=False, skip=failed)
-                if claim is not None and not self._run(claim):
-                    failed.add(claim.row_id)
-            finally:
-                self._busy.release()
-            if claim is None:
-                left = self._item_ids()
-                if left <= failed:
-                    return not left
-                time.sleep(min(_FLUSH_WAIT_S, max(0.0, deadline - time.monotonic())))
-        return not self._item_ids()
+        return flush_claims(
+            timeout,
+            self._busy,
+            lambda failed: self._claim(due_only=False, skip=failed),
+            self._run,
+            self._item_ids,
+            wait=_FLUSH_WAIT_S,
+        )
 
     def close(self) -> None:
         """Stop the worker, waiting a few seconds for its current item; items stay queued.
@@ -498,7 +481,7 @@ class PostgresQueue:
             self._poked = True
             self._wake.notify_all()
 
-    def _claim(self, *, due_only: bool, skip: set[int]) -> _Claim | None:
+    def _claim(self, *, due_only: bool, skip: set[int]) -> Claim | None:
         """Take the first item (due now, with `due_only`) that nobody holds, dropping items
         with nothing new; None when there is none."""
         due = "due_at <= now() AND " if due_only else ""
@@ -521,9 +504,9 @@ class PostgresQueue:
                 " WHERE id = %s",
                 (self._instance, self._lease, row[0]),
             )
-        return _Claim(row[0], row[1], last_seq, item)
+        return Claim(row[0], row[1], last_seq, item)
 
-    def _run(self, claim: _Claim) -> bool:
+    def _run(self, claim: Claim) -> bool:
         """Call `process` on a claimed item, renewing its lease, and record the outcome;
         False when it raised."""
         try:
@@ -569,7 +552,7 @@ class PostgresQueue:
             done.set()
             renewer.join()
 
-    def _finish(self, claim: _Claim, *, ok: bool) -> None:
+    def _finish(self, claim: Claim, *, ok: bool) -> None:
         settings = self._settings
         with self._transaction() as conn:
             if not ok:
