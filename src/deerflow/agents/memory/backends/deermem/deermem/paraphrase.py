@@ -26,9 +26,10 @@ words instead:
   manager / colleague 0.43), and the two sides of a converse verb (gives / receives, lends /
   borrows 0.87, rents / owns, buys / sells, teaches / learns, joins / leaves, ...); and two
   that compare the same things in the other order ("Prefers MySQL over PostgreSQL" / "Prefers
-  PostgreSQL over MySQL": each puts before "over", "than" or "instead" a word the other puts
-  after it; other reorderings are paraphrases). A negated paraphrase is
-  given up with them: "The user does not eat meat" stays apart from "User is vegetarian".
+  PostgreSQL over MySQL": each puts only before "over", "than" or "instead" a word the other
+  puts only after it; other reorderings, and a word on both sides, "dark chocolate over milk
+  chocolate", are paraphrases). A negated paraphrase is given up with them: "The user does not
+  eat meat" stays apart from "User is vegetarian".
 * **No substituted value** (`differs` adds it to `clashes`, for word overlap too). A look-alike
   keeps the template and swaps the value: each fact has a word the other lacks, and the two are
   close in meaning (Berlin / Munich 0.71, guitar / rock 0.54). A pair whose closest such words
@@ -194,7 +195,9 @@ def _flipped(new: str, stored: str) -> bool:
 
 
 def _compared(text: str) -> tuple[set[str], set[str]] | None:
-    """The content words before and after the first comparison word, or None without one."""
+    """The content words only before and only after the first comparison word, or None without
+    one; a word on both sides names what is compared, not a side ("Prefers dark chocolate over
+    milk chocolate")."""
     tokens = tokenize(text)
     at = next((i for i, token in enumerate(tokens) if token in COMPARISON), None)
     if at is None:
@@ -203,7 +206,7 @@ def _compared(text: str) -> tuple[set[str], set[str]] | None:
     keys = [_key(token) for token in tokens]
     before = {key for key in keys[:at] if key in content}
     after = {key for key in keys[at + 1 :] if key in content}
-    return before, after
+    return before - after, after - before
 
 
 def _swaps_a_value(a: dict[str, str], b: dict[str, str], similarity: Similarity) -> bool:
