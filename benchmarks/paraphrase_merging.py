@@ -2,8 +2,9 @@
 and how many look-alike controls it wrongly merges, for the current gate and the former one.
 
 The sets are `tests/deermem/data/paraphrases.json` (written for DeerMem's tests): the gate was
-tuned on `dev`, `check`, `holdout` and `holdout2`; `holdout3`, written before that tuning, only
-measures it. The gate is the one extraction applies with `fact_dedup_enabled` (token Jaccard at
+tuned on `dev`, `check`, `holdout`, `holdout2` and `holdout3`; `holdout4`, written before that
+tuning, was measured once with the tuned gate and is never tuned on. The gate is the one
+extraction applies with `fact_dedup_enabled` (token Jaccard at
 `fact_dedup_similarity_threshold` unless the facts `paraphrase.differs`, or
 `paraphrase.paraphrase_scores` at `fact_dedup_semantic_threshold`); the former one merged at token
 Jaccard >= 0.7 or whole-fact cosine >= 0.95. Usage:
@@ -29,7 +30,7 @@ DEFAULT_JSON: Final = HERE / "results" / "paraphrases.json"
 THRESHOLD: Final[float] = DeerMemConfig.model_fields["fact_dedup_semantic_threshold"].default
 JACCARD: Final[float] = DeerMemConfig.model_fields["fact_dedup_similarity_threshold"].default
 FORMER_COSINE: Final = 0.95
-SET_NAMES: Final = ("dev", "check", "holdout", "holdout2", "holdout3")
+SET_NAMES: Final = ("dev", "check", "holdout", "holdout2", "holdout3", "holdout4")
 
 Gate = Callable[[str, str], bool]
 
