@@ -6,6 +6,7 @@ import contextlib
 import io
 import json
 import os
+import re
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -317,12 +318,15 @@ def test_a_broken_install_without_its_embedding_model_is_a_memory_error(
     assert json.loads(as_json.stdout)["error"] == "memory_error"
 
 
-def test_a_bad_config_is_invalid_input(tmp_path: Path) -> None:
+def test_a_bad_config_is_invalid_config(tmp_path: Path) -> None:
     config = tmp_path / "bad.yaml"
     config.write_text("memory:\n  manager_class: no-such-backend\n", encoding="utf-8")
     result = CliRunner().invoke(app, ["memory", "show", "-c", str(config)])
+    as_json = CliRunner().invoke(app, ["memory", "show", "--json", "-c", str(config)])
     assert result.exit_code == 2
     assert "Refusing to fall back" in result.stderr
+    assert as_json.exit_code == 2
+    assert json.loads(as_json.stdout)["error"] == "invalid_config"
 
 
 def _memory_error_types() -> list[type[Exception]]:
@@ -769,6 +773,22 @@ def test_every_memory_command_is_documented() -> None:
     assert len(names) >= 13
     missing = [name for name in names if f"`{name}" not in docs]
     assert not missing, f"undocumented in docs/cli.md: {missing}"
+
+
+def test_every_error_code_is_in_the_exit_code_table() -> None:
+    """Scripts reading `--json` errors find each `error` value, with its exit code, in the docs."""
+    docs = (REPO_ROOT / "docs" / "cli.md").read_text(encoding="utf-8")
+    documented = {
+        (int(row[0]), code)
+        for row in re.findall(r"^\| (\d) \| ([^|]*) \|", docs, flags=re.MULTILINE)
+        for code in re.findall(r"`(\w+)`", row[1])
+    }
+    missing = [
+        (exit_.exit_code, exit_.code)
+        for _, exit_ in memory_session.ERROR_EXITS
+        if (exit_.exit_code, exit_.code) not in documented
+    ]
+    assert not missing, f"not in the exit code table of docs/cli.md: {missing}"
 
 
 def test_facts_add_at_capacity_names_the_facts_it_evicted(
