@@ -521,6 +521,48 @@ def test_import_rejects_an_invalid_document(
     assert library.get_memory() == before
 
 
+@pytest.mark.parametrize(
+    ("content", "why"),
+    [(b"not json\n", "Expecting value"), (b"", "Expecting value"), (b"\xff\xfe{", "utf-8")],
+)
+def test_import_of_a_file_that_is_not_json_names_the_file(
+    run: Any, library: MemoryManager, tmp_path: Path, content: bytes, why: str
+) -> None:
+    add(library, "Prefers uv over pip")
+    before = library.get_memory()
+    path = tmp_path / "notes.txt"
+    path.write_bytes(content)
+
+    # Without --yes and a terminal: told about the file, not asked to confirm first.
+    plain = run("import", str(path))
+    as_json = run("import", str(path), "--json")
+
+    assert plain.exit_code == 2, plain.output
+    assert plain.stderr.strip().splitlines() == [plain.stderr.strip()]
+    assert f"{path}: not a JSON document" in plain.stderr
+    assert why in plain.stderr
+    assert json.loads(as_json.stdout)["error"] == "invalid_input"
+    assert library.get_memory() == before
+
+
+def test_import_of_the_memory_json_of_a_markdown_export_is_refused(
+    run: Any, library: MemoryManager, tmp_path: Path
+) -> None:
+    """The folder's memory.json holds the summaries only: importing it alone would delete every
+    fact of the bucket."""
+    add(library, "Prefers uv over pip")
+    folder = tmp_path / "backup"
+    assert run("export", "--format", "markdown", "--output", str(folder)).exit_code == 0
+    before = library.get_memory()
+
+    result = run("import", str(folder / "memory.json"), "--yes")
+
+    assert result.exit_code == 2, result.output
+    assert f"import the folder {folder}" in result.stderr
+    assert library.get_memory() == before
+    assert run("import", str(folder), "--yes").exit_code == 0
+
+
 def test_clear_with_an_agent_clears_only_that_bucket(run: Any, library: MemoryManager) -> None:
     library.import_memory(summaries(workContext="Platform team"))
     add(library, "Default bucket fact")

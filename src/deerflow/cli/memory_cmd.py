@@ -347,6 +347,7 @@ def import_(
 ) -> None:
     """Replace the user's summaries and the bucket's facts with an export (revertible)."""
     with memory_session(config, json_output=json_output) as manager:
+        data: Any = None if path.is_dir() else _read_document(path)
         bucket = agent or "the default bucket"
         confirm(f"Replace the summaries and the facts of {bucket} for {user}?", yes=yes)
         if path.is_dir():
@@ -356,7 +357,6 @@ def import_(
                 path, user_id=user, agent_name=agent, **condition(expected_revision)
             )
         else:
-            data = json.loads(path.read_text(encoding="utf-8"))
             document = manager.import_memory(
                 data, user_id=user, agent_name=agent, **condition(expected_revision)
             )
@@ -365,6 +365,26 @@ def import_(
     else:
         count = len(document.get("facts", []))
         render.stdout().print(f"imported {count} facts (revision {document.get('revision')})")
+
+
+def _read_document(path: Path) -> Any:
+    """The JSON document in `path`, read before anyone is asked to confirm the import.
+
+    Raises:
+        ValueError: the file is not JSON, or it is the `memory.json` of a Markdown export, which
+            holds the summaries but not the facts (they are the folder's `facts/*.md`): importing
+            it alone would delete every fact of the bucket.
+    """
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except ValueError as exc:  # JSONDecodeError and UnicodeDecodeError both are
+        raise ValueError(f"{path}: not a JSON document ({exc})") from None
+    if isinstance(data, dict) and "facts" not in data and (path.parent / "facts").is_dir():
+        raise ValueError(
+            f"{path}: the summaries of a Markdown export, without its facts; "
+            f"import the folder {path.parent}"
+        )
+    return data
 
 
 @app.command()
