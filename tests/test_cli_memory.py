@@ -288,6 +288,24 @@ def test_errors_exit_by_type(
     assert "sk-proj-4fG7" not in plain.stderr + as_json.stdout
 
 
+@pytest.mark.parametrize(
+    ("args", "option"),
+    [
+        (("search", "uv", "--limit", "0"), "--limit"),
+        (("history", "--limit", "0"), "--limit"),
+        (("audit", "--stale-days", "0"), "--stale-days"),
+        (("audit", "--similarity", "1.5"), "--similarity"),
+    ],
+)
+def test_an_option_out_of_range_is_named_as_typed(
+    run: Any, args: tuple[str, ...], option: str
+) -> None:
+    """The error names the option the user typed, not the library parameter behind it."""
+    result = run(*args)
+    assert result.exit_code == 2, result.output
+    assert f"Invalid value for '{option}'" in " ".join(result.stderr.split())
+
+
 def test_reindex_on_a_backend_without_it_exits_5(tmp_path: Path) -> None:
     config = tmp_path / "inmemory.yaml"
     config.write_text("memory:\n  manager_class: inmemory\n", encoding="utf-8")

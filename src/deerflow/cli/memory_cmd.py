@@ -76,7 +76,9 @@ def search(
     category: Annotated[
         str | None, typer.Option("--category", help=f"Only facts of this category: {CATEGORIES}.")
     ] = None,
-    limit: Annotated[int, typer.Option("--limit", "-n", help="At most this many facts.")] = 10,
+    limit: Annotated[
+        int, typer.Option("--limit", "-n", min=1, help="At most this many facts.")
+    ] = 10,
     config: ConfigOption = None,
     user: UserOption = DEFAULT_USER,
     agent: AgentOption = None,
@@ -95,7 +97,9 @@ def search(
 
 @app.command()
 def history(
-    limit: Annotated[int, typer.Option("--limit", "-n", help="At most this many changes.")] = 20,
+    limit: Annotated[
+        int, typer.Option("--limit", "-n", min=1, help="At most this many changes.")
+    ] = 20,
     config: ConfigOption = None,
     user: UserOption = DEFAULT_USER,
     agent: AgentOption = None,
@@ -460,10 +464,13 @@ def reindex(config: ConfigOption = None, json_output: JsonOption = False) -> Non
 @app.command()
 def audit(
     stale_days: Annotated[
-        int, typer.Option("--stale-days", help="Age after which a fact counts as stale.")
+        int, typer.Option("--stale-days", min=1, help="Age after which a fact counts as stale.")
     ] = 90,
     similarity: Annotated[
-        float, typer.Option("--similarity", help="Token overlap (0..1] of near duplicates.")
+        float,
+        typer.Option(
+            "--similarity", min=0.0, max=1.0, help="Token overlap (0..1] of near duplicates."
+        ),
     ] = 0.7,
     config: ConfigOption = None,
     user: UserOption = DEFAULT_USER,
