@@ -581,6 +581,23 @@ def test_import_of_the_memory_json_of_a_markdown_export_is_refused(
     assert run("import", str(folder), "--yes").exit_code == 0
 
 
+def test_one_fact_is_counted_in_the_singular(
+    run: Any, library: MemoryManager, tmp_path: Path
+) -> None:
+    add(library, "Prefers uv over pip")
+    target = tmp_path / "one.json"
+
+    shown = run("show").stdout
+    exported = run("export", "--output", str(target)).stdout
+    imported = run("import", str(target), "--yes").stdout
+    reindexed = run("reindex").stdout
+
+    assert "· 1 fact\n" in shown
+    assert exported.startswith("exported 1 fact to ")
+    assert imported.startswith("imported 1 fact (revision ")
+    assert reindexed.startswith("reindexed 1 fact in ")
+
+
 def test_clear_with_an_agent_clears_only_that_bucket(run: Any, library: MemoryManager) -> None:
     library.import_memory(summaries(workContext="Platform team"))
     add(library, "Default bucket fact")

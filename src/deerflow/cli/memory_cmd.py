@@ -334,7 +334,7 @@ def export(
     if json_output:
         render.print_json({"format": format_.value, "output": str(output), "facts": count})
     else:
-        render.stdout().print(f"exported {count} facts to {escape(str(output))}")
+        render.stdout().print(f"exported {render.counted(count, 'fact')} to {escape(str(output))}")
 
 
 @app.command("import")
@@ -368,7 +368,9 @@ def import_(
         render.print_json(document)
     else:
         count = len(document.get("facts", []))
-        render.stdout().print(f"imported {count} facts (revision {document.get('revision')})")
+        render.stdout().print(
+            f"imported {render.counted(count, 'fact')} (revision {document.get('revision')})"
+        )
 
 
 def _read_document(path: Path) -> Any:
@@ -458,7 +460,7 @@ def reindex(config: ConfigOption = None, json_output: JsonOption = False) -> Non
     if json_output:
         render.print_json({"facts": count, "seconds": round(seconds, 3)})
     else:
-        render.stdout().print(f"reindexed {count} facts in {seconds:.2f}s")
+        render.stdout().print(f"reindexed {render.counted(count, 'fact')} in {seconds:.2f}s")
 
 
 @app.command()
