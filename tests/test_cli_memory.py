@@ -829,27 +829,43 @@ def test_migrate_on_another_backend_exits_5(tmp_path: Path) -> None:
 # -- documentation --------------------------------------------------------------------------------
 
 
-def memory_command_names() -> list[str]:
-    """Every leaf command under `deerflow memory`, e.g. `deerflow memory facts add`."""
-    names: list[str] = []
+def memory_commands() -> dict[str, Any]:
+    """Every leaf command under `deerflow memory` by name, e.g. `deerflow memory facts add`."""
+    commands: dict[str, Any] = {}
 
     def walk(command: Any, path: str) -> None:
         children = getattr(command, "commands", None)
         if not children:
-            names.append(path)
+            commands[path] = command
         for name, child in (children or {}).items():
             walk(child, f"{path} {name}")
 
     walk(typer.main.get_command(memory_cmd.app), "deerflow memory")
-    return names
+    return commands
 
 
 def test_every_memory_command_is_documented() -> None:
     docs = (REPO_ROOT / "docs" / "cli.md").read_text(encoding="utf-8")
-    names = memory_command_names()
+    names = list(memory_commands())
     assert len(names) >= 13
     missing = [name for name in names if f"`{name}" not in docs]
     assert not missing, f"undocumented in docs/cli.md: {missing}"
+
+
+def test_every_command_with_expected_revision_is_named_where_the_docs_explain_it() -> None:
+    docs = (REPO_ROOT / "docs" / "cli.md").read_text(encoding="utf-8")
+    explained = next(
+        line for line in docs.splitlines() if line.startswith("`--expected-revision N`")
+    )
+    explained += " `facts edit`"  # the section it is explained in
+    taking = [
+        name.removeprefix("deerflow memory ")
+        for name, command in memory_commands().items()
+        if any(param.name == "expected_revision" for param in command.params)
+    ]
+    assert len(taking) >= 5
+    missing = [name for name in taking if f"`{name}`" not in explained]
+    assert not missing, f"docs/cli.md does not say these take --expected-revision: {missing}"
 
 
 def test_every_error_code_is_in_the_exit_code_table() -> None:
