@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 import typer
+import yaml
 from rich.console import Console
 from typer.testing import CliRunner, Result
 
@@ -34,6 +35,7 @@ from deerflow.agents.memory.manager import (
 from deerflow.cli import memory_cmd, memory_render, memory_session
 from deerflow.cli.app import app
 from deerflow.config import load_config
+from tests.postgres_server import postgres_backend_config
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 SECRET_CONTENT = "my api key is sk-proj-4fG7hK2mN9pQ3rS8tV1wX6yZ0aB5cD"
@@ -824,6 +826,20 @@ def test_migrate_on_another_backend_exits_5(tmp_path: Path) -> None:
     config.write_text("memory:\n  manager_class: inmemory\n", encoding="utf-8")
     result = CliRunner().invoke(app, ["memory", "migrate", "--dry-run", "-c", str(config)])
     assert result.exit_code == 5
+
+
+def test_migrate_on_postgres_exits_5_naming_the_storage(postgres_url: str, tmp_path: Path) -> None:
+    """Legacy files are migrated on the files engine, then copied; the message says which
+    setting refuses, not an internal class."""
+    config = tmp_path / "postgres.yaml"
+    backend = postgres_backend_config(postgres_url, tmp_path / "cache")
+    config.write_text(yaml.safe_dump({"memory": {"backend_config": backend}}), encoding="utf-8")
+
+    result = CliRunner().invoke(app, ["memory", "migrate", "--dry-run", "-c", str(config)])
+
+    assert result.exit_code == 5
+    assert "storage: postgres" in result.stderr
+    assert "Engine" not in result.stderr
 
 
 # -- documentation --------------------------------------------------------------------------------
