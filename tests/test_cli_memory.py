@@ -962,7 +962,9 @@ def test_migrate_counts_the_users_it_migrated(
 def test_clear_of_a_user_with_nothing_stored_says_so(run: Any, library: MemoryManager) -> None:
     result = run("clear", "--yes", "--user", "nobody")
     assert result.exit_code == 0, result.output
-    assert "nothing to clear" in result.stdout
+    assert result.stdout == "nothing to clear: nobody has no memory\n"
+    result = run("clear", "--yes", "--user", "nobody", "--agent", "coder")
+    assert result.stdout == "nothing to clear: agent coder of nobody has no facts\n"
     add(library, "Uses zsh", user_id="somebody")
     result = run("clear", "--yes", "--user", "somebody")
     assert "cleared ALL memory of somebody" in result.stdout

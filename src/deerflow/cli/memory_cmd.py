@@ -413,7 +413,12 @@ def clear(
     if json_output:
         render.print_json(document)
     elif _unchanged(before, document):
-        render.stdout().print(f"nothing to clear: {scope} of {escape(user)} was empty already")
+        empty = (
+            f"agent {agent} of {user} has no facts"
+            if agent is not None
+            else f"{user} has no memory"
+        )
+        render.stdout().print(f"nothing to clear: {escape(empty)}")
     else:
         render.stdout().print(f"cleared {scope} of {escape(user)}")
 
