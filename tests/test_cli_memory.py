@@ -6,6 +6,7 @@ import contextlib
 import io
 import json
 import os
+import re
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -14,6 +15,7 @@ from typing import Any
 
 import pytest
 import typer
+import yaml
 from rich.console import Console
 from typer.testing import CliRunner, Result
 
@@ -33,6 +35,7 @@ from deerflow.agents.memory.manager import (
 from deerflow.cli import memory_cmd, memory_render, memory_session
 from deerflow.cli.app import app
 from deerflow.config import load_config
+from tests.postgres_server import postgres_backend_config
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 SECRET_CONTENT = "my api key is sk-proj-4fG7hK2mN9pQ3rS8tV1wX6yZ0aB5cD"
@@ -287,6 +290,24 @@ def test_errors_exit_by_type(
     assert "sk-proj-4fG7" not in plain.stderr + as_json.stdout
 
 
+@pytest.mark.parametrize(
+    ("args", "option"),
+    [
+        (("search", "uv", "--limit", "0"), "--limit"),
+        (("history", "--limit", "0"), "--limit"),
+        (("audit", "--stale-days", "0"), "--stale-days"),
+        (("audit", "--similarity", "1.5"), "--similarity"),
+    ],
+)
+def test_an_option_out_of_range_is_named_as_typed(
+    run: Any, args: tuple[str, ...], option: str
+) -> None:
+    """The error names the option the user typed, not the library parameter behind it."""
+    result = run(*args)
+    assert result.exit_code == 2, result.output
+    assert f"Invalid value for '{option}'" in " ".join(result.stderr.split())
+
+
 def test_reindex_on_a_backend_without_it_exits_5(tmp_path: Path) -> None:
     config = tmp_path / "inmemory.yaml"
     config.write_text("memory:\n  manager_class: inmemory\n", encoding="utf-8")
@@ -317,12 +338,15 @@ def test_a_broken_install_without_its_embedding_model_is_a_memory_error(
     assert json.loads(as_json.stdout)["error"] == "memory_error"
 
 
-def test_a_bad_config_is_invalid_input(tmp_path: Path) -> None:
+def test_a_bad_config_is_invalid_config(tmp_path: Path) -> None:
     config = tmp_path / "bad.yaml"
     config.write_text("memory:\n  manager_class: no-such-backend\n", encoding="utf-8")
     result = CliRunner().invoke(app, ["memory", "show", "-c", str(config)])
+    as_json = CliRunner().invoke(app, ["memory", "show", "--json", "-c", str(config)])
     assert result.exit_code == 2
     assert "Refusing to fall back" in result.stderr
+    assert as_json.exit_code == 2
+    assert json.loads(as_json.stdout)["error"] == "invalid_config"
 
 
 def _memory_error_types() -> list[type[Exception]]:
@@ -515,6 +539,65 @@ def test_import_rejects_an_invalid_document(
     assert run("import", str(broken), "--yes").exit_code == 2
     assert run("import", str(not_json), "--yes").exit_code == 2
     assert library.get_memory() == before
+
+
+@pytest.mark.parametrize(
+    ("content", "why"),
+    [(b"not json\n", "Expecting value"), (b"", "Expecting value"), (b"\xff\xfe{", "utf-8")],
+)
+def test_import_of_a_file_that_is_not_json_names_the_file(
+    run: Any, library: MemoryManager, tmp_path: Path, content: bytes, why: str
+) -> None:
+    add(library, "Prefers uv over pip")
+    before = library.get_memory()
+    path = tmp_path / "notes.txt"
+    path.write_bytes(content)
+
+    # Without --yes and a terminal: told about the file, not asked to confirm first.
+    plain = run("import", str(path))
+    as_json = run("import", str(path), "--json")
+
+    assert plain.exit_code == 2, plain.output
+    assert plain.stderr.strip().splitlines() == [plain.stderr.strip()]
+    assert f"{path}: not a JSON document" in plain.stderr
+    assert why in plain.stderr
+    assert json.loads(as_json.stdout)["error"] == "invalid_input"
+    assert library.get_memory() == before
+
+
+def test_import_of_the_memory_json_of_a_markdown_export_is_refused(
+    run: Any, library: MemoryManager, tmp_path: Path
+) -> None:
+    """The folder's memory.json holds the summaries only: importing it alone would delete every
+    fact of the bucket."""
+    add(library, "Prefers uv over pip")
+    folder = tmp_path / "backup"
+    assert run("export", "--format", "markdown", "--output", str(folder)).exit_code == 0
+    before = library.get_memory()
+
+    result = run("import", str(folder / "memory.json"), "--yes")
+
+    assert result.exit_code == 2, result.output
+    assert f"import the folder {folder}" in result.stderr
+    assert library.get_memory() == before
+    assert run("import", str(folder), "--yes").exit_code == 0
+
+
+def test_one_fact_is_counted_in_the_singular(
+    run: Any, library: MemoryManager, tmp_path: Path
+) -> None:
+    add(library, "Prefers uv over pip")
+    target = tmp_path / "one.json"
+
+    shown = run("show").stdout
+    exported = run("export", "--output", str(target)).stdout
+    imported = run("import", str(target), "--yes").stdout
+    reindexed = run("reindex").stdout
+
+    assert "· 1 fact\n" in shown
+    assert exported.startswith("exported 1 fact to ")
+    assert imported.startswith("imported 1 fact (revision ")
+    assert reindexed.startswith("reindexed 1 fact in ")
 
 
 def test_clear_with_an_agent_clears_only_that_bucket(run: Any, library: MemoryManager) -> None:
@@ -745,30 +828,76 @@ def test_migrate_on_another_backend_exits_5(tmp_path: Path) -> None:
     assert result.exit_code == 5
 
 
+def test_migrate_on_postgres_exits_5_naming_the_storage(postgres_url: str, tmp_path: Path) -> None:
+    """Legacy files are migrated on the files engine, then copied; the message says which
+    setting refuses, not an internal class."""
+    config = tmp_path / "postgres.yaml"
+    backend = postgres_backend_config(postgres_url, tmp_path / "cache")
+    config.write_text(yaml.safe_dump({"memory": {"backend_config": backend}}), encoding="utf-8")
+
+    result = CliRunner().invoke(app, ["memory", "migrate", "--dry-run", "-c", str(config)])
+
+    assert result.exit_code == 5
+    assert "storage: postgres" in result.stderr
+    assert "Engine" not in result.stderr
+
+
 # -- documentation --------------------------------------------------------------------------------
 
 
-def memory_command_names() -> list[str]:
-    """Every leaf command under `deerflow memory`, e.g. `deerflow memory facts add`."""
-    names: list[str] = []
+def memory_commands() -> dict[str, Any]:
+    """Every leaf command under `deerflow memory` by name, e.g. `deerflow memory facts add`."""
+    commands: dict[str, Any] = {}
 
     def walk(command: Any, path: str) -> None:
         children = getattr(command, "commands", None)
         if not children:
-            names.append(path)
+            commands[path] = command
         for name, child in (children or {}).items():
             walk(child, f"{path} {name}")
 
     walk(typer.main.get_command(memory_cmd.app), "deerflow memory")
-    return names
+    return commands
 
 
 def test_every_memory_command_is_documented() -> None:
     docs = (REPO_ROOT / "docs" / "cli.md").read_text(encoding="utf-8")
-    names = memory_command_names()
+    names = list(memory_commands())
     assert len(names) >= 13
     missing = [name for name in names if f"`{name}" not in docs]
     assert not missing, f"undocumented in docs/cli.md: {missing}"
+
+
+def test_every_command_with_expected_revision_is_named_where_the_docs_explain_it() -> None:
+    docs = (REPO_ROOT / "docs" / "cli.md").read_text(encoding="utf-8")
+    explained = next(
+        line for line in docs.splitlines() if line.startswith("`--expected-revision N`")
+    )
+    explained += " `facts edit`"  # the section it is explained in
+    taking = [
+        name.removeprefix("deerflow memory ")
+        for name, command in memory_commands().items()
+        if any(param.name == "expected_revision" for param in command.params)
+    ]
+    assert len(taking) >= 5
+    missing = [name for name in taking if f"`{name}`" not in explained]
+    assert not missing, f"docs/cli.md does not say these take --expected-revision: {missing}"
+
+
+def test_every_error_code_is_in_the_exit_code_table() -> None:
+    """Scripts reading `--json` errors find each `error` value, with its exit code, in the docs."""
+    docs = (REPO_ROOT / "docs" / "cli.md").read_text(encoding="utf-8")
+    documented = {
+        (int(row[0]), code)
+        for row in re.findall(r"^\| (\d) \| ([^|]*) \|", docs, flags=re.MULTILINE)
+        for code in re.findall(r"`(\w+)`", row[1])
+    }
+    missing = [
+        (exit_.exit_code, exit_.code)
+        for _, exit_ in memory_session.ERROR_EXITS
+        if (exit_.exit_code, exit_.code) not in documented
+    ]
+    assert not missing, f"not in the exit code table of docs/cli.md: {missing}"
 
 
 def test_facts_add_at_capacity_names_the_facts_it_evicted(
@@ -833,7 +962,9 @@ def test_migrate_counts_the_users_it_migrated(
 def test_clear_of_a_user_with_nothing_stored_says_so(run: Any, library: MemoryManager) -> None:
     result = run("clear", "--yes", "--user", "nobody")
     assert result.exit_code == 0, result.output
-    assert "nothing to clear" in result.stdout
+    assert result.stdout == "nothing to clear: nobody has no memory\n"
+    result = run("clear", "--yes", "--user", "nobody", "--agent", "coder")
+    assert result.stdout == "nothing to clear: agent coder of nobody has no facts\n"
     add(library, "Uses zsh", user_id="somebody")
     result = run("clear", "--yes", "--user", "somebody")
     assert "cleared ALL memory of somebody" in result.stdout

@@ -65,6 +65,13 @@ def test_every_user_arrives_with_every_record_summary_and_history_entry(
     assert f"copied 2 users ({facts} facts, {history} history entries)" in result.stdout
 
 
+def test_one_user_is_counted_in_the_singular(copy: Any) -> None:
+    result = copy("--user", "bob")
+
+    assert result.exit_code == 0, result.output
+    assert result.stdout.startswith("copied 1 user (")
+
+
 def test_the_json_report_counts_what_was_copied(copy: Any, source: Path) -> None:
     result = copy("--json")
 

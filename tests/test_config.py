@@ -121,6 +121,24 @@ def test_invalid_values_fail_with_the_dotted_key(tmp_path: Path, text: str, expe
     assert str(path) in str(info.value)
 
 
+@pytest.mark.parametrize(
+    ("text", "where"),
+    [
+        ("memory: [unclosed\n", "line 2, column 1: "),
+        ("memory:\n  mode: a: b\n", "line 2, column 10: "),
+    ],
+)
+def test_a_yaml_syntax_error_is_one_line_naming_the_file_and_the_line(
+    tmp_path: Path, text: str, where: str
+) -> None:
+    path = write(tmp_path / "config.yaml", text)
+    with pytest.raises(ConfigError) as info:
+        load_config(path)
+    assert str(info.value).startswith(f"{path}: not valid YAML: {where}")
+    assert "\n" not in str(info.value)
+    assert "<unicode string>" not in str(info.value)
+
+
 def test_the_rejected_value_is_shown(tmp_path: Path) -> None:
     path = write(tmp_path / "config.yaml", "memory:\n  mode: tools\n")
     with pytest.raises(ConfigError, match=r"\(got 'tools'\)"):

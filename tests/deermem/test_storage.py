@@ -102,6 +102,8 @@ def test_a_second_process_sees_commits_without_reload(tmp_path: Path) -> None:
         (lambda text: text.replace("user_id: carol", "user_id: mallory"), "scope"),
         (lambda text: text.replace("confidence: 0.5", "confidence: 7"), "outside 0..1"),
         (lambda text: text.replace("category: context", "category: gossip"), "unknown category"),
+        (lambda text: "Likes tea\n", "no front matter"),
+        (lambda text: "".join(text.splitlines(keepends=True)[:3]), "no front matter"),  # torn
     ],
 )
 def test_corrupt_fact_file_is_reported_and_left_alone(tmp_path: Path, mangle, problem: str) -> None:  # type: ignore[no-untyped-def]

@@ -91,6 +91,19 @@ def test_the_next_chat_starts_with_the_memory_and_can_show_and_forget_it(
     assert library.reload_memory()["facts"] == []
 
 
+def test_forget_takes_a_unique_prefix_of_the_id_as_memory_facts_rm_does(
+    config_file: Path, library: MemoryManager
+) -> None:
+    _, fact_id = library.create_fact(PNPM, "preference", 0.9)
+    assert fact_id is not None
+
+    result = chat(config_file, f"/forget {fact_id[5:13]}", "/quit")
+
+    assert result.exit_code == 0, result.output
+    assert f"forgot {fact_id}" in result.output
+    assert library.reload_memory()["facts"] == []
+
+
 def test_memory_is_per_user(config_file: Path) -> None:
     chat(config_file, "I always use pnpm for JavaScript, never npm.", args=("--user", "alice"))
     ScriptedConversationModel.reset()

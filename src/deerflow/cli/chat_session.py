@@ -29,6 +29,7 @@ from deerflow.cli.agent_session import (
     stream_turn,
 )
 from deerflow.cli.console import stdout
+from deerflow.cli.ids import resolve_fact_id
 from deerflow.config import AppConfig
 from deerflow.startup import build_checked, load_checked
 
@@ -36,7 +37,7 @@ __all__ = ["COMMANDS", "ChatSession", "run_chat"]
 
 COMMANDS: Final = {
     "/memory": "show what is remembered about you (this agent's bucket)",
-    "/forget FACT_ID": "delete one remembered fact",
+    "/forget FACT_ID": "delete one remembered fact (its id, or a unique prefix of it)",
     "/new": "start a new thread (memory is read again on its first turn)",
     "/quit": "save memory and leave (also Ctrl-D)",
 }
@@ -136,6 +137,9 @@ class ChatSession:
             self.console.print("memory is off (memory.enabled: false)")
             return
         try:
+            fact_id = resolve_fact_id(
+                self.manager, fact_id, user_id=self.user_id, agent_name=self.agent_name
+            )
             self.manager.delete_fact(fact_id, user_id=self.user_id, agent_name=self.agent_name)
         except FactNotFoundError:
             self.console.print(f"[red]no fact {escape(fact_id)} in this memory[/]")

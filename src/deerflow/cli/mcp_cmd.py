@@ -5,6 +5,7 @@ from __future__ import annotations
 import anyio
 import typer
 
+from deerflow.agents.context import checked_agent_name
 from deerflow.agents.tools.memory_core import MemoryScope
 from deerflow.cli.memory_session import handle_errors
 from deerflow.cli.options import AgentOption, ConfigOption, UserOption
@@ -28,6 +29,8 @@ def mcp(
         app_config, source = load_checked(config)
         if not app_config.memory.enabled:
             raise ValueError("memory.enabled is false in the config: there is no memory to serve")
+        if agent is not None:  # an MCP client shows a refused start better than failing calls
+            checked_agent_name(agent)
         manager = build_checked(app_config, source)
     # The MCP SDK takes over a second to import; only this command pays for it.
     from deerflow.mcp_server import serve_stdio

@@ -76,7 +76,9 @@ def search(
     category: Annotated[
         str | None, typer.Option("--category", help=f"Only facts of this category: {CATEGORIES}.")
     ] = None,
-    limit: Annotated[int, typer.Option("--limit", "-n", help="At most this many facts.")] = 10,
+    limit: Annotated[
+        int, typer.Option("--limit", "-n", min=1, help="At most this many facts.")
+    ] = 10,
     config: ConfigOption = None,
     user: UserOption = DEFAULT_USER,
     agent: AgentOption = None,
@@ -95,7 +97,9 @@ def search(
 
 @app.command()
 def history(
-    limit: Annotated[int, typer.Option("--limit", "-n", help="At most this many changes.")] = 20,
+    limit: Annotated[
+        int, typer.Option("--limit", "-n", min=1, help="At most this many changes.")
+    ] = 20,
     config: ConfigOption = None,
     user: UserOption = DEFAULT_USER,
     agent: AgentOption = None,
@@ -330,7 +334,7 @@ def export(
     if json_output:
         render.print_json({"format": format_.value, "output": str(output), "facts": count})
     else:
-        render.stdout().print(f"exported {count} facts to {escape(str(output))}")
+        render.stdout().print(f"exported {render.counted(count, 'fact')} to {escape(str(output))}")
 
 
 @app.command("import")
@@ -347,6 +351,7 @@ def import_(
 ) -> None:
     """Replace the user's summaries and the bucket's facts with an export (revertible)."""
     with memory_session(config, json_output=json_output) as manager:
+        data: Any = None if path.is_dir() else _read_document(path)
         bucket = agent or "the default bucket"
         confirm(f"Replace the summaries and the facts of {bucket} for {user}?", yes=yes)
         if path.is_dir():
@@ -356,7 +361,6 @@ def import_(
                 path, user_id=user, agent_name=agent, **condition(expected_revision)
             )
         else:
-            data = json.loads(path.read_text(encoding="utf-8"))
             document = manager.import_memory(
                 data, user_id=user, agent_name=agent, **condition(expected_revision)
             )
@@ -364,7 +368,29 @@ def import_(
         render.print_json(document)
     else:
         count = len(document.get("facts", []))
-        render.stdout().print(f"imported {count} facts (revision {document.get('revision')})")
+        render.stdout().print(
+            f"imported {render.counted(count, 'fact')} (revision {document.get('revision')})"
+        )
+
+
+def _read_document(path: Path) -> Any:
+    """The JSON document in `path`, read before anyone is asked to confirm the import.
+
+    Raises:
+        ValueError: the file is not JSON, or it is the `memory.json` of a Markdown export, which
+            holds the summaries but not the facts (they are the folder's `facts/*.md`): importing
+            it alone would delete every fact of the bucket.
+    """
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except ValueError as exc:  # JSONDecodeError and UnicodeDecodeError both are
+        raise ValueError(f"{path}: not a JSON document ({exc})") from None
+    if isinstance(data, dict) and "facts" not in data and (path.parent / "facts").is_dir():
+        raise ValueError(
+            f"{path}: the summaries of a Markdown export, without its facts; "
+            f"import the folder {path.parent}"
+        )
+    return data
 
 
 @app.command()
@@ -387,7 +413,12 @@ def clear(
     if json_output:
         render.print_json(document)
     elif _unchanged(before, document):
-        render.stdout().print(f"nothing to clear: {scope} of {escape(user)} was empty already")
+        empty = (
+            f"agent {agent} of {user} has no facts"
+            if agent is not None
+            else f"{user} has no memory"
+        )
+        render.stdout().print(f"nothing to clear: {escape(empty)}")
     else:
         render.stdout().print(f"cleared {scope} of {escape(user)}")
 
@@ -434,16 +465,19 @@ def reindex(config: ConfigOption = None, json_output: JsonOption = False) -> Non
     if json_output:
         render.print_json({"facts": count, "seconds": round(seconds, 3)})
     else:
-        render.stdout().print(f"reindexed {count} facts in {seconds:.2f}s")
+        render.stdout().print(f"reindexed {render.counted(count, 'fact')} in {seconds:.2f}s")
 
 
 @app.command()
 def audit(
     stale_days: Annotated[
-        int, typer.Option("--stale-days", help="Age after which a fact counts as stale.")
+        int, typer.Option("--stale-days", min=1, help="Age after which a fact counts as stale.")
     ] = 90,
     similarity: Annotated[
-        float, typer.Option("--similarity", help="Token overlap (0..1] of near duplicates.")
+        float,
+        typer.Option(
+            "--similarity", min=0.0, max=1.0, help="Token overlap (0..1] of near duplicates."
+        ),
     ] = 0.7,
     config: ConfigOption = None,
     user: UserOption = DEFAULT_USER,

@@ -164,8 +164,10 @@ def _report(
         )
         return
     out = render.stdout()
+    entries = render.counted(history, "history entry", "history entries")
     out.print(
-        f"copied {len(copied)} users ({facts} facts, {history} history entries) in {seconds:.2f}s"
+        f"copied {render.counted(len(copied), 'user')} ({render.counted(facts, 'fact')}, "
+        f"{entries}) in {seconds:.2f}s"
     )
     if skipped:
         out.print(f"skipped {len(skipped)} already in the destination: {escape(_named(skipped))}")

@@ -25,6 +25,7 @@ from deerflow.cli.console import stderr, stdout
 __all__ = [
     "Adaptive",
     "audit_view",
+    "counted",
     "describe_change",
     "document_view",
     "fact_view",
@@ -55,6 +56,11 @@ def print_json(value: Any) -> None:
     typer.echo(json.dumps(value, indent=2, ensure_ascii=False))
 
 
+def counted(count: int, one: str, many: str | None = None) -> str:
+    """`1 fact`, `2 facts`: a count and its noun, singular for one."""
+    return f"{count} {one if count == 1 else many or one + 's'}"
+
+
 def document_view(document: Mapping[str, Any], *, user: str, agent: str | None) -> Group:
     """The summaries, then the bucket's facts, under a one-line header."""
     facts = document.get("facts", [])
@@ -66,7 +72,7 @@ def document_view(document: Mapping[str, Any], *, user: str, agent: str | None) 
         (" · revision ", "dim"),
         str(document.get("revision", "?")),
         (" · ", "dim"),
-        f"{len(facts)} facts",
+        counted(len(facts), "fact"),
     )
     summaries = Table.grid(padding=(0, 2))
     summaries.add_column(style="bold")

@@ -15,7 +15,7 @@ import yaml
 from deerflow.config.schema import AppConfig, ConfigSection
 from deerflow.validation import dotted_path, parse_model
 
-__all__ = ["ConfigError", "load_config", "resolve_config_path", "runtime_home"]
+__all__ = ["ConfigError", "load_config", "read_yaml", "resolve_config_path", "runtime_home"]
 
 logger = logging.getLogger(__name__)
 
@@ -76,13 +76,27 @@ def load_config(
         if explicit:
             raise ConfigError(f"{config_path}: config file not found")
         return AppConfig()
+    return parse_config(read_yaml(config_path), env, source=str(config_path))
+
+
+def read_yaml(path: Path) -> Any:
+    """The YAML document in `path` (None for an empty file).
+
+    Raises:
+        ConfigError: the file cannot be read, or is not YAML; one line that names the file and,
+            for a syntax error, the line and column where it stops making sense.
+    """
     try:
-        raw = yaml.safe_load(config_path.read_text(encoding="utf-8"))
+        return yaml.safe_load(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError) as exc:
-        raise ConfigError(f"{config_path}: cannot read: {exc}") from exc
+        raise ConfigError(f"{path}: cannot read: {exc}") from exc
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark else ""
+        what = "; ".join(part for part in (exc.context, exc.problem) if part)
+        raise ConfigError(f"{path}: not valid YAML: {where}{what}") from exc
     except yaml.YAMLError as exc:
-        raise ConfigError(f"{config_path}: not valid YAML: {exc}") from exc
-    return parse_config(raw, env, source=str(config_path))
+        raise ConfigError(f"{path}: not valid YAML: {' '.join(str(exc).split())}") from exc
 
 
 def parse_config(raw: Any, environ: Mapping[str, str], *, source: str = "config") -> AppConfig:

@@ -460,8 +460,8 @@ class DeerMemMemoryManager(MemoryManager):
         from deerflow.agents.memory.backends.deermem.deermem.core.file_engine import FileEngine
 
         engine = self._store.engine
-        if not isinstance(engine, FileEngine):
-            raise MemoryUnsupportedError(type(engine).__name__, operation)
+        if not isinstance(engine, FileEngine):  # named as the user configured it
+            raise MemoryUnsupportedError(f"DeerMem with storage: {self._config.storage}", operation)
         return engine
 
     # -- lifecycle -------------------------------------------------------------------------------

@@ -101,6 +101,11 @@ def parse_fact(data: bytes, path: str | Path, *, user_id: str, bucket: str) -> d
         meta, body = read_front_matter(data.decode("utf-8"), _KEYS)
     except ValueError as exc:  # UnicodeDecodeError and FrontMatterError are ValueErrors
         raise MemoryCorruptionError(f"{path}: unreadable front matter: {exc}") from exc
+    if not meta:  # not a fact file, or one cut short before its closing `---`
+        raise MemoryCorruptionError(
+            f"{path}: no front matter (a fact file begins with a block between '---' lines "
+            "holding its id, scope, category and confidence)"
+        )
     record: dict[str, Any] = {
         key: value if type(value) in _AS_IS else _plain(value) for key, value in meta.items()
     }

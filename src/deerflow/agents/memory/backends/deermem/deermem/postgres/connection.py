@@ -45,9 +45,8 @@ def open_pool(config: DeerMemConfig) -> ConnectionPool:
     try:  # once on its own, for the server's own words (a refused password, no such database)
         psycopg.connect(url, connect_timeout=int(_CONNECT_TIMEOUT_S)).close()
     except psycopg.Error as exc:
-        raise DatabaseUnavailableError(
-            f"database_url {shown}: cannot connect: {str(exc).strip()}"
-        ) from None
+        said = " ".join(str(exc).split())  # one line: libpq adds hints on lines of their own
+        raise DatabaseUnavailableError(f"database_url {shown}: cannot connect: {said}") from None
     pool = ConnectionPool(
         url,
         min_size=1,
