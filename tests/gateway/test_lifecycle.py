@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import os
+import socket
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -19,7 +23,7 @@ from deerflow.cli.app import app as cli
 from deerflow.config import load_config
 from tests.deermem.pipeline_helpers import reply
 from tests.gateway.conftest import Serve, app_config
-from tests.gateway.serve_process import serve_process, write_config
+from tests.gateway.serve_process import REPO_ROOT, serve_process, write_config
 from tests.gateway.test_memory_api import expect_error
 
 SECRET = "sk-live-9f8e7d6c5b4a39281706f5e4d3c2b1a0"
@@ -106,6 +110,25 @@ def test_a_bad_backend_stops_serve_before_it_listens(tmp_path: Path) -> None:
     output = " ".join(result.output.split())
     assert "memory.manager_class='deermemm'" in output
     assert "Refusing to fall back" in output
+
+
+def test_a_port_in_use_stops_serve_with_exit_1_saying_why(tmp_path: Path) -> None:
+    config = tmp_path / "config.yaml"
+    config.write_text(f"memory:\n  backend_config:\n    storage_path: {tmp_path / 'store'}\n")
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        command = ["serve", "--config", str(config), "--port", str(port)]
+        result = subprocess.run(
+            [sys.executable, "-m", "deerflow", *command],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            env={**os.environ, "PYTHONPATH": str(REPO_ROOT)},
+        )
+    assert result.returncode == 1, result.stderr
+    assert "address already in use" in result.stderr
 
 
 def test_shutdown_writes_queued_conversations_before_exit(

@@ -57,5 +57,5 @@ def serve(
     # nothing after run_server is guaranteed to run.
     with handle_errors(json_output=False):
         started = run_server(app_config, manager=manager)
-    if not started:
+    if not started:  # uvicorn logged why, e.g. "address already in use"
         raise typer.Exit(1)

@@ -49,5 +49,10 @@ def run_server(config: AppConfig, *, manager: MemoryManager | None) -> bool:
             log_config=None,
         )
     )
-    server.run()
+    try:
+        server.run()
+    except SystemExit:  # uvicorn exits the process when it cannot listen, e.g. a port in use
+        if server.started:
+            raise
+        return False  # it logged why and has shut the app (and so the memory) down
     return server.started
