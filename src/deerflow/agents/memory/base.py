@@ -528,7 +528,7 @@ class MemoryManager(BaseModel, ABC):
             text,
             user_id=user_id,
             agent_name=agent_name,
-            expected_revision=expected_revision,
+            **condition(expected_revision),
         )
 
     async def aget_history(
