@@ -7,8 +7,10 @@ executed by their own test.
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -51,3 +53,31 @@ def test_skipped_snippets_say_why(page: Path) -> None:
         assert NOT_RUN.fullmatch(marker), (
             f"{page.name}: {marker!r} must read <!-- snippet: not run (why) -->"
         )
+
+
+def test_the_python_page_builds_a_memory_that_learns_from_the_agent_it_wires(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """python.md's manager, handed to its `wire_memory` agent, extracts with the configured
+    model: built from `config.memory` alone it has no model and the turn stays queued."""
+    from tests.harness.scripted_model import USE, ScriptedConversationModel
+
+    ScriptedConversationModel.reset()
+    model_entry = {"name": "scripted", "use": USE}
+    (tmp_path / "config.yaml").write_text(json.dumps({"models": [model_entry]}), encoding="utf-8")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("DEER_FLOW_HOME", raising=False)
+    monkeypatch.delenv("DEER_FLOW_CONFIG", raising=False)
+    contract, _close, agent = (code for code, _ in snippets(DOCS / "python.md")[:3])
+    namespace: dict[str, Any] = {
+        "model": ScriptedConversationModel(replies=["Noted."]),
+        "my_tools": [],
+    }
+    exec(compile(contract + agent, "python.md", "exec"), namespace)
+    memory = namespace["memory"]
+    try:
+        assert memory.shutdown_flush(30), "the agent's turn was left queued, not extracted"
+        read = [m.text for prompt in ScriptedConversationModel.extraction_prompts for m in prompt]
+        assert any("I use pnpm, never npm." in text for text in read)
+    finally:
+        memory.close()
