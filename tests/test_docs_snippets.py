@@ -81,3 +81,35 @@ def test_the_python_page_builds_a_memory_that_learns_from_the_agent_it_wires(
         assert any("I use pnpm, never npm." in text for text in read)
     finally:
         memory.close()
+
+
+def test_the_python_page_closes_the_manager_with_nothing_left_queued(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """What `add()` queued is written by the time python.md's closing snippet returns."""
+    from langchain_core.messages import AIMessage, HumanMessage
+
+    from deerflow.agents.memory.manager import build_memory_manager
+    from deerflow.config import load_config
+    from tests.harness.scripted_model import USE
+
+    fact = "Deploys services with Kubernetes"
+    facts = [{"content": fact, "category": "knowledge", "confidence": 0.9}]
+    model_entry = {"name": "scripted", "use": USE, "facts": facts}
+    (tmp_path / "config.yaml").write_text(json.dumps({"models": [model_entry]}), encoding="utf-8")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("DEER_FLOW_HOME", raising=False)
+    monkeypatch.delenv("DEER_FLOW_CONFIG", raising=False)
+    contract, closing = (code for code, _ in snippets(DOCS / "python.md")[:2])
+    namespace: dict[str, Any] = {}
+    exec(compile(contract, "python.md", "exec"), namespace)
+    said = [HumanMessage("I deploy our services with Kubernetes."), AIMessage("Noted.")]
+    namespace["memory"].add("thread-2", said, user_id="alice")
+    exec(compile(closing, "python.md", "exec"), namespace)
+
+    reopened = build_memory_manager(load_config().memory)  # no model: it cannot extract
+    try:
+        facts = reopened.get_memory(user_id="alice")["facts"]
+        assert fact in [f["content"] for f in facts], "the queued conversation was not written"
+    finally:
+        reopened.close()
