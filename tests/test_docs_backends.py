@@ -154,3 +154,23 @@ def test_the_comparison_table_says_what_each_backend_provides(backend: str) -> N
     store = table["LangGraph store ([langgraph.md](langgraph.md))"][backend]
     has_store = set(REQUIRED_OPERATIONS) <= provided and hasattr(cls, "create_fact_with_id")
     assert store == ("yes" if has_store else "no")
+
+
+def test_the_contract_tables_list_each_methods_parameters() -> None:
+    """A signature the guide writes out in full (it shows the `*`) names the code's parameters,
+    in order, so a backend written from the table takes every keyword the host passes."""
+    import inspect
+
+    section = DOC.read_text(encoding="utf-8").split("## 2. The contract", 1)[1]
+    section = section.split("\n## ", 1)[0]
+    written = re.findall(r"^\| `(\w+)\(([^)`]*\*[^)`]*)\)", section, flags=re.M)
+    written += re.findall(r", `(\w+)\(([^)`]*\*[^)`]*)\)", section)
+    assert {"add", "get_context", "search", "get_history", "revert_change"} <= {
+        name for name, _ in written
+    }
+    for name, params in written:
+        listed = [p.split("=")[0].strip().lstrip("*") for p in params.split(",")]
+        listed = [p for p in listed if p]
+        parameters = inspect.signature(getattr(MemoryManager, name)).parameters
+        code = [p for p in parameters if p != "self"]
+        assert listed == code, f"{name}: the guide lists {listed}, the contract takes {code}"
