@@ -35,11 +35,21 @@ def test_pages_with_snippets_are_found() -> None:
     assert {"python.md", "backends.md"} <= {page.name for page in PAGES}
 
 
-@pytest.mark.parametrize("page", PAGES, ids=lambda page: page.name)
-def test_snippets_run(page: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def in_empty_directory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, models: list[dict[str, Any]] | None = None
+) -> None:
+    """Run from `tmp_path`, as a reader would from a fresh project, with `models` configured."""
     monkeypatch.chdir(tmp_path)
     monkeypatch.delenv("DEER_FLOW_HOME", raising=False)
     monkeypatch.delenv("DEER_FLOW_CONFIG", raising=False)
+    if models is not None:
+        config = json.dumps({"models": models})
+        (tmp_path / "config.yaml").write_text(config, encoding="utf-8")
+
+
+@pytest.mark.parametrize("page", PAGES, ids=lambda page: page.name)
+def test_snippets_run(page: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    in_empty_directory(tmp_path, monkeypatch)
     namespace: dict[str, object] = {"__name__": f"docs_{page.stem}"}
     for number, (code, runs) in enumerate(snippets(page), 1):
         if runs:
@@ -63,11 +73,7 @@ def test_the_python_page_builds_a_memory_that_learns_from_the_agent_it_wires(
     from tests.harness.scripted_model import USE, ScriptedConversationModel
 
     ScriptedConversationModel.reset()
-    model_entry = {"name": "scripted", "use": USE}
-    (tmp_path / "config.yaml").write_text(json.dumps({"models": [model_entry]}), encoding="utf-8")
-    monkeypatch.chdir(tmp_path)
-    monkeypatch.delenv("DEER_FLOW_HOME", raising=False)
-    monkeypatch.delenv("DEER_FLOW_CONFIG", raising=False)
+    in_empty_directory(tmp_path, monkeypatch, [{"name": "scripted", "use": USE}])
     contract, _close, agent = (code for code, _ in snippets(DOCS / "python.md")[:3])
     namespace: dict[str, Any] = {
         "model": ScriptedConversationModel(replies=["Noted."]),
@@ -95,11 +101,7 @@ def test_the_python_page_closes_the_manager_with_nothing_left_queued(
 
     fact = "Deploys services with Kubernetes"
     facts = [{"content": fact, "category": "knowledge", "confidence": 0.9}]
-    model_entry = {"name": "scripted", "use": USE, "facts": facts}
-    (tmp_path / "config.yaml").write_text(json.dumps({"models": [model_entry]}), encoding="utf-8")
-    monkeypatch.chdir(tmp_path)
-    monkeypatch.delenv("DEER_FLOW_HOME", raising=False)
-    monkeypatch.delenv("DEER_FLOW_CONFIG", raising=False)
+    in_empty_directory(tmp_path, monkeypatch, [{"name": "scripted", "use": USE, "facts": facts}])
     contract, closing = (code for code, _ in snippets(DOCS / "python.md")[:2])
     namespace: dict[str, Any] = {}
     exec(compile(contract, "python.md", "exec"), namespace)
