@@ -422,8 +422,13 @@ class DeerMemMemoryManager(MemoryManager):
 
     def agent_names(self, *, user_id: str | None = None) -> list[str]:
         """The agents (bucket names) whose buckets hold facts of the user, the default excluded."""
-        buckets = self._store.load(user_id, None).buckets
-        return sorted(name for name in map(agent_of, buckets) if name is not None)
+        # The files engine keeps a bucket's folder when its last fact goes: ask for its facts.
+        agents = map(agent_of, self._store.load(user_id, None).buckets)
+        return sorted(
+            agent
+            for agent in agents
+            if agent is not None and self._store.load(user_id, agent).facts
+        )
 
     def audit(
         self,
