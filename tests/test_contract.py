@@ -117,6 +117,83 @@ def test_add_nowait_delegates_to_add() -> None:
     assert calls == [("t", ["m"], {"agent_name": "a", "user_id": "u"})]
 
 
+class WrittenBeforeRevisions(Minimal):
+    """A backend whose write methods predate `expected_revision`: they take no such keyword."""
+
+    def clear_memory(self, *, user_id: str | None = None, agent_name: str | None = None) -> Any:
+        return {"done": "clear_memory"}
+
+    def import_memory(
+        self, data: dict[str, Any], *, user_id: str | None = None, agent_name: str | None = None
+    ) -> Any:
+        return {"done": "import_memory"}
+
+    def create_fact(
+        self,
+        content: str,
+        category: str = "context",
+        confidence: float = 0.5,
+        *,
+        user_id: str | None = None,
+        agent_name: str | None = None,
+    ) -> Any:
+        return {"done": "create_fact"}, None
+
+    def update_fact(
+        self,
+        fact_id: str,
+        content: str | None = None,
+        category: str | None = None,
+        confidence: float | None = None,
+        *,
+        user_id: str | None = None,
+        agent_name: str | None = None,
+    ) -> Any:
+        return {"done": "update_fact"}
+
+    def delete_fact(
+        self, fact_id: str, *, user_id: str | None = None, agent_name: str | None = None
+    ) -> Any:
+        return {"done": "delete_fact"}
+
+    def update_summary(
+        self,
+        part: str,
+        section: str,
+        text: str,
+        *,
+        user_id: str | None = None,
+        agent_name: str | None = None,
+    ) -> Any:
+        return {"done": "update_summary"}
+
+    def revert_change(self, change_id: str, *, user_id: str | None = None) -> Any:
+        return {"done": "revert_change"}
+
+
+@pytest.mark.parametrize(
+    ("twin", "args"),
+    [
+        ("aclear_memory", ()),
+        ("aimport_memory", ({},)),
+        ("acreate_fact", ("Prefers tea",)),
+        ("aupdate_fact", ("fact_1", "Prefers coffee")),
+        ("adelete_fact", ("fact_1",)),
+        ("aupdate_summary", ("user", "workContext", "Works on a compiler")),
+        ("arevert_change", ("change_1",)),
+    ],
+)
+def test_async_write_twins_pass_expected_revision_only_when_given(
+    twin: str, args: tuple[Any, ...]
+) -> None:
+    """A backend written before writes took `expected_revision` keeps working unconditioned."""
+    import asyncio
+
+    answer = asyncio.run(getattr(WrittenBeforeRevisions(), twin)(*args, user_id="u"))
+    done = answer[0] if isinstance(answer, tuple) else answer
+    assert done == {"done": twin.removeprefix("a")}
+
+
 CONSTRUCTION_PATHS = {
     "direct": lambda cls, mode: cls(mode=mode),
     "from_config": lambda cls, mode: cls.from_config({}, mode=mode),

@@ -110,3 +110,67 @@ def test_example_rejects_unknown_keys_with_the_dotted_path(
     )
     with pytest.raises(ValueError, match=r"memory\.backend_config\.max_context_char: unknown key"):
         build_memory_manager(memory, home=tmp_path)
+
+
+def comparison_table() -> dict[str, dict[str, str]]:
+    """The built-in backends' comparison: {row label: {backend name: cell}}."""
+    section = DOC.read_text(encoding="utf-8").split("## Built-in backends", 1)[1]
+    lines = [line for line in section.split("\n## ", 1)[0].splitlines() if line.startswith("|")]
+    # A cell may hold an escaped bar (`fail_open` \| `fail_closed`).
+    split = (re.split(r"(?<!\\)\|", line.strip().strip("|")) for line in lines)
+    header, _rule, *rows = ([cell.strip() for cell in cells] for cells in split)
+    names = [re.sub(r"`(\w+)`.*", r"\1", cell) for cell in header[1:]]
+    return {row[0]: dict(zip(names, row[1:], strict=True)) for row in rows}
+
+
+def documented_operations(cell: str, all_of: tuple[str, ...]) -> set[str]:
+    """The operations of `all_of` a cell says a backend has: "yes", "no", or some by name."""
+    if cell.startswith("yes"):
+        return set(all_of)
+    if cell == "no":
+        return set()
+    return {operation for operation in all_of if operation.split("_")[0] in cell}
+
+
+@pytest.mark.parametrize("backend", sorted(comparison_table()["Where memory lives"]))
+def test_the_comparison_table_says_what_each_backend_provides(backend: str) -> None:
+    from deerflow.agents.memory.langgraph_store.store import REQUIRED_OPERATIONS
+    from deerflow.agents.memory.manager import provided_operations, resolve_manager_class
+
+    table, cls = comparison_table(), resolve_manager_class(backend)
+    provided = provided_operations(cls)
+    searches = table["`search` / tool mode"][backend].split()[0]
+    assert searches == ("yes" if cls.supports_search else "no")
+    rows = {
+        "Read, create, update, delete facts": ("get_memory", "create_fact", "update_fact",
+                                               "delete_fact"),
+        "Export, import, clear": ("export_memory", "import_memory", "clear_memory"),
+        "History and revert": ("get_history", "revert_change"),
+    }  # fmt: skip
+    for label, operations in rows.items():
+        assert documented_operations(table[label][backend], operations) == provided & set(
+            operations
+        ), label
+    store = table["LangGraph store ([langgraph.md](langgraph.md))"][backend]
+    has_store = set(REQUIRED_OPERATIONS) <= provided and hasattr(cls, "create_fact_with_id")
+    assert store == ("yes" if has_store else "no")
+
+
+def test_the_contract_tables_list_each_methods_parameters() -> None:
+    """A signature the guide writes out in full (it shows the `*`) names the code's parameters,
+    in order, so a backend written from the table takes every keyword the host passes."""
+    import inspect
+
+    section = DOC.read_text(encoding="utf-8").split("## 2. The contract", 1)[1]
+    section = section.split("\n## ", 1)[0]
+    written = re.findall(r"^\| `(\w+)\(([^)`]*\*[^)`]*)\)", section, flags=re.M)
+    written += re.findall(r", `(\w+)\(([^)`]*\*[^)`]*)\)", section)
+    assert {"add", "get_context", "search", "get_history", "revert_change"} <= {
+        name for name, _ in written
+    }
+    for name, params in written:
+        listed = [p.split("=")[0].strip().lstrip("*") for p in params.split(",")]
+        listed = [p for p in listed if p]
+        parameters = inspect.signature(getattr(MemoryManager, name)).parameters
+        code = [p for p in parameters if p != "self"]
+        assert listed == code, f"{name}: the guide lists {listed}, the contract takes {code}"

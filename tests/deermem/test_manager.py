@@ -898,3 +898,36 @@ def test_context_order_carried_over_commits_is_the_order_of_a_fresh_read(tmp_pat
             reverse=True,
         )
     ]
+
+
+def test_failure_policy_is_ignored_as_its_warning_says(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """DeerMem is always fail_open on reads and logs a failed add(): a `failure_policy` in its
+    config is an unknown key, warned about as ignored, so the host must not act on it either."""
+    from deerflow.agents.memory.manager import memory_read_failures_are_fatal
+
+    policy = {"failure_policy": {"read": "fail_closed", "write": "raise"}}
+    with caplog.at_level(logging.WARNING):
+        make(tmp_path, **policy).close()
+    assert "memory.backend_config.failure_policy: unknown key; it is ignored" in caplog.text
+    assert not memory_read_failures_are_fatal(MemoryConfig(backend_config=policy))
+    assert not DeerMemMemoryManager.read_failures_are_fatal_for_config(policy)
+    assert not DeerMemMemoryManager.write_failures_are_fatal_for_config(policy)
+
+
+def test_agent_names_leaves_out_a_bucket_emptied_by_delete_or_clear(tmp_path: Path) -> None:
+    """`agent_names` (and so the LangGraph store's `list_namespaces`) names the buckets that
+    hold facts: one whose last fact was deleted, or that was cleared, is not among them."""
+    manager = make(tmp_path)
+    try:
+        _, fact_id = manager.create_fact("Uses vim daily", user_id="u", agent_name="coder")
+        manager.create_fact("Writes release notes", user_id="u", agent_name="writer")
+        assert manager.agent_names(user_id="u") == ["coder", "writer"]
+        assert fact_id is not None
+        manager.delete_fact(fact_id, user_id="u", agent_name="coder")
+        assert manager.agent_names(user_id="u") == ["writer"]
+        manager.clear_memory(user_id="u", agent_name="writer")
+        assert manager.agent_names(user_id="u") == []
+    finally:
+        manager.close()

@@ -109,18 +109,24 @@ def test_mcp_refuses_to_start_for_an_agent_name_no_agent_can_have(
     assert f"agent name {agent!r}" in " ".join(result.output.split())
 
 
-def documented_desktop_entry() -> dict[str, Any]:
-    """The Claude Desktop entry of docs/cli.md, parsed."""
-    text = (Path(__file__).resolve().parents[2] / "docs" / "cli.md").read_text(encoding="utf-8")
-    block = text.split("## `deerflow mcp`")[1].split("```json\n")[1].split("```")[0]
+# The pages that show a desktop client's entry, and the heading it follows.
+DESKTOP_ENTRY_PAGES = {"cli.md": "## `deerflow mcp`", "mcp.md": "# Use from an MCP client"}
+
+
+def documented_desktop_entry(page: str) -> dict[str, Any]:
+    """The Claude Desktop entry `page` shows, parsed."""
+    text = (Path(__file__).resolve().parents[2] / "docs" / page).read_text(encoding="utf-8")
+    section = text.split(DESKTOP_ENTRY_PAGES[page])[1]
+    block = section.split("```json\n")[1].split("```")[0]
     entry: dict[str, Any] = json.loads(block)["mcpServers"]["deerflow-memory"]
     return entry
 
 
+@pytest.mark.parametrize("page", sorted(DESKTOP_ENTRY_PAGES))
 def test_the_documented_desktop_entry_keeps_memory_in_its_home_and_reports_our_version(
-    tmp_path: Path,
+    tmp_path: Path, page: str
 ) -> None:
-    entry = documented_desktop_entry()
+    entry = documented_desktop_entry(page)
     assert Path(entry["command"]).is_absolute()
     assert set(entry["env"]) == {"DEER_FLOW_HOME", "DEER_FLOW_CONFIG"}
     # The reader's paths, made real here; the client runs it from a directory of its own.

@@ -137,5 +137,5 @@ def _check_mode(mode: str, manager: MemoryManager) -> None:
     if manager.mode != mode:
         raise ValueError(
             f"the memory manager ({name}) was built for mode {manager.mode!r} but memory.mode is "
-            f"{mode!r}: build it from the same config (build_memory_manager(config.memory))"
+            f"{mode!r}: build it from the same config (build_memory_manager(config))"
         )

@@ -287,8 +287,9 @@ class MemoryManager(BaseModel, ABC):
         agent_name: str | None = None,
         expected_revision: int | None = None,
     ) -> dict[str, Any]:
-        """Replace the text of one summary section of the user (`"user"`, `"workContext"`);
-        `""` empties it. Return the document, with the facts of `agent_name`'s bucket.
+        """Replace the text of one summary section: `part` is `"user"` or `"history"`, `section`
+        one of that part's (`SUMMARY_SECTIONS`); `""` empties it. Return the document, with the
+        facts of `agent_name`'s bucket.
 
         Raises:
             ValueError: an unknown part or section; text that breaks the content rules or
@@ -528,7 +529,7 @@ class MemoryManager(BaseModel, ABC):
             text,
             user_id=user_id,
             agent_name=agent_name,
-            expected_revision=expected_revision,
+            **condition(expected_revision),
         )
 
     async def aget_history(

@@ -9,7 +9,7 @@ in `MemoryWriter`, search and the index kept in step in `RecordStore`.
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Self
@@ -68,6 +68,16 @@ class DeerMemMemoryManager(MemoryManager):
     _built_writer: MemoryWriter | None = PrivateAttr(default=None)
     _writer_lock: threading.Lock = PrivateAttr(default_factory=threading.Lock)
     _injector: ContextInjector = PrivateAttr()
+
+    # DeerMem has no `failure_policy` (its config warns the key is ignored): a failed read is
+    # logged and the turn goes on; a refused add() (a full queue) is logged too.
+    @classmethod
+    def read_failures_are_fatal_for_config(cls, backend_config: Mapping[str, Any] | None) -> bool:
+        return False
+
+    @classmethod
+    def write_failures_are_fatal_for_config(cls, backend_config: Mapping[str, Any] | None) -> bool:
+        return False
 
     @classmethod
     def from_config(
@@ -412,8 +422,13 @@ class DeerMemMemoryManager(MemoryManager):
 
     def agent_names(self, *, user_id: str | None = None) -> list[str]:
         """The agents (bucket names) whose buckets hold facts of the user, the default excluded."""
-        buckets = self._store.load(user_id, None).buckets
-        return sorted(name for name in map(agent_of, buckets) if name is not None)
+        # The files engine keeps a bucket's folder when its last fact goes: ask for its facts.
+        agents = map(agent_of, self._store.load(user_id, None).buckets)
+        return sorted(
+            agent
+            for agent in agents
+            if agent is not None and self._store.load(user_id, agent).facts
+        )
 
     def audit(
         self,
