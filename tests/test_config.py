@@ -264,3 +264,14 @@ def test_a_typo_inside_an_mcp_server_is_named(
         "env": None,
         "cwd": None,
     }
+
+
+def test_a_rule_about_a_whole_block_does_not_echo_the_block(tmp_path: Path) -> None:
+    # The user saw the whole mcp server (its headers included) after "needs `url`".
+    path = write(
+        tmp_path / "config.yaml",
+        "mcp_servers:\n  api: {transport: sse, headers: {X-Custom: plainvalue123}}\n",
+    )
+    with pytest.raises(ConfigError) as info:
+        load_config(path)
+    assert str(info.value) == f"{path}: mcp_servers.api: a sse server needs `url`"
