@@ -4,13 +4,18 @@ from __future__ import annotations
 
 import logging
 import re
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
 
 from deerflow.agents.memory.backend_keys import STRICT_KEY
 from deerflow.agents.memory.backends.deermem.deermem.config import DeerMemConfig, parse_config
+from deerflow.agents.memory.backends.honcho.config import parse_config as honcho_config
+from deerflow.agents.memory.backends.mem0.config import parse_config as mem0_config
+from deerflow.agents.memory.backends.openviking.config import parse_settings as openviking_settings
 from deerflow.config import (
     ConfigError,
     McpServerConfig,
@@ -275,3 +280,28 @@ def test_a_rule_about_a_whole_block_does_not_echo_the_block(tmp_path: Path) -> N
     with pytest.raises(ConfigError) as info:
         load_config(path)
     assert str(info.value) == f"{path}: mcp_servers.api: a sse server needs `url`"
+
+
+@pytest.mark.parametrize(
+    ("page", "parse", "backend_config"),
+    [
+        ("backend-honcho.md", honcho_config, {"base_ur": "http://h"}),
+        (
+            "backend-mem0.md",
+            mem0_config,
+            {"base_url": "http://h", "embedder": {"use": "a:B"}, "embedding_dims": 8},
+        ),
+        ("backend-openviking.md", openviking_settings, {"retrieval": {"topk": 3}}),
+    ],
+)
+def test_each_backend_page_quotes_what_its_backend_says_of_an_unknown_key(
+    page: str, parse: Callable[[dict[str, Any]], object], backend_config: dict[str, Any]
+) -> None:
+    # The pages said such a key was refused; it is ignored with a warning unless strict.
+    text = " ".join((REPO_ROOT / "docs" / page).read_text(encoding="utf-8").split())
+    config = {"storage_path": "/data", **backend_config, STRICT_KEY: True}
+    with pytest.raises(ValueError, match="unknown key") as info:
+        parse(config)
+    said = str(info.value).split("; refused because")[0]
+    assert f"`{said}`" in text
+    assert "refused under `strict: true`" in text
