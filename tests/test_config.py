@@ -305,3 +305,15 @@ def test_each_backend_page_quotes_what_its_backend_says_of_an_unknown_key(
     said = str(info.value).split("; refused because")[0]
     assert f"`{said}`" in text
     assert "refused under `strict: true`" in text
+
+
+def test_a_patterns_dir_that_cannot_be_read_stops_the_start(tmp_path: Path) -> None:
+    # `config check` said valid, and every conversation's extraction then failed.
+    patterns = tmp_path / "patterns"
+    key = r"^memory\.backend_config\.patterns_dir: "
+    with pytest.raises(ValueError, match=key + "signal patterns_dir .* is not a directory"):
+        parse_config({"storage_path": str(tmp_path), "patterns_dir": str(patterns)})
+    patterns.mkdir()
+    (patterns / "goal.yaml").write_text("goal: ['(unclosed']\n", encoding="utf-8")
+    with pytest.raises(ValueError, match=key + ".*goal\\.yaml.*invalid regex"):
+        parse_config({"storage_path": str(tmp_path), "patterns_dir": str(patterns)})

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import logging
+from pathlib import Path
 from typing import Any, Final, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from deerflow.agents.memory.backends.deermem.deermem.embeddings import EXTRA, missing_modules
+from deerflow.agents.memory.backends.deermem.deermem.pipeline.signals import SignalPatterns
 from deerflow.agents.memory.manager import FACT_CATEGORIES, parse_backend_config
 
 __all__ = ["COSTLY_MAX_FACTS", "DeerMemConfig", "parse_config"]
@@ -93,6 +95,15 @@ class DeerMemConfig(BaseModel):
                 value,
                 COSTLY_MAX_FACTS,
             )
+        return value
+
+    @field_validator("patterns_dir")
+    @classmethod
+    def _patterns_load(cls, value: str | None) -> str | None:
+        # The worker reads them only at its first extraction; a bad folder must stop the start
+        # (and `deerflow config check`), not fail every conversation later.
+        if value is not None:
+            SignalPatterns.load(Path(value))
         return value
 
     @field_validator("retrieval_embeddings")
