@@ -6,10 +6,11 @@ import logging
 import re
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal, get_args, get_origin
 
 import pytest
 import yaml
+from pydantic.fields import FieldInfo
 
 from deerflow.agents.memory.backend_keys import STRICT_KEY
 from deerflow.agents.memory.backends.deermem.deermem.config import DeerMemConfig, parse_config
@@ -317,3 +318,50 @@ def test_a_patterns_dir_that_cannot_be_read_stops_the_start(tmp_path: Path) -> N
     (patterns / "goal.yaml").write_text("goal: ['(unclosed']\n", encoding="utf-8")
     with pytest.raises(ValueError, match=key + ".*goal\\.yaml.*invalid regex"):
         parse_config({"storage_path": str(tmp_path), "patterns_dir": str(patterns)})
+
+
+def _shown(value: object) -> str:
+    """A default as the reference writes it."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return str(value).lower()
+    if isinstance(value, tuple):
+        return f"[{', '.join(map(str, value))}]"
+    return f"{value:g}" if isinstance(value, float) else str(value)
+
+
+def _documented_range(field: FieldInfo) -> str | None:
+    """The range as the reference writes it (`1..100`, `(0, 1]`, `> 0`, `≥ 0`), or None."""
+    bounds = {
+        name: getattr(item, name)
+        for item in field.metadata
+        for name in ("ge", "gt", "le")
+        if hasattr(item, name)
+    }
+    low = next((f"{bounds[k]:g}" for k in ("ge", "gt") if bounds.get(k) is not None), None)
+    high = f"{bounds['le']:g}" if bounds.get("le") is not None else None
+    if low is None:
+        return None
+    if high is None:
+        return f"> {low}" if bounds.get("gt") is not None else f"≥ {low}"
+    return f"({low}, {high}]" if bounds.get("gt") is not None else f"{low}..{high}"
+
+
+def test_the_reference_gives_every_deermem_key_with_its_default_and_range() -> None:
+    # Before, the reference gave a few of DeerMem's keys; the ranges of most were nowhere.
+    text = (REPO_ROOT / "docs" / "configuration.md").read_text(encoding="utf-8")
+    rows = {
+        match.group(1): (match.group(2), match.group(3))
+        for match in re.finditer(r"^\| `([a-z_]+)` \| (.*?) \| (.*) \|$", text, re.M)
+    }
+    for name, field in DeerMemConfig.model_fields.items():
+        assert name in rows, name
+        default, meaning = rows[name]
+        if name != "storage_path":
+            assert default == f"`{_shown(field.default)}`", name
+        documented_range = _documented_range(field)
+        if documented_range is not None:
+            assert documented_range in meaning, name
+        if get_origin(field.annotation) is Literal:
+            assert all(f"`{value}`" in default + meaning for value in get_args(field.annotation))
