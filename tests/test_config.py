@@ -365,3 +365,19 @@ def test_the_reference_gives_every_deermem_key_with_its_default_and_range() -> N
             assert documented_range in meaning, name
         if get_origin(field.annotation) is Literal:
             assert all(f"`{value}`" in default + meaning for value in get_args(field.annotation))
+
+
+@pytest.mark.parametrize(
+    ("model", "message"),
+    [
+        ({"provder": "openai", "model": "gpt-4o-mini"}, r"model: unknown keys \['provder'\]"),
+        ({"provider": "opnai"}, r"model: provider: unknown provider 'opnai'"),
+        ({"model": "gpt-4o-mini"}, r"model: provider: required"),
+    ],
+)
+def test_a_misspelt_extraction_model_stops_the_start(
+    tmp_path: Path, model: dict[str, str], message: str
+) -> None:
+    # `config check` said valid, and every extraction then failed on the same typo.
+    with pytest.raises(ValueError, match=r"^memory\.backend_config\." + message):
+        parse_config({"storage_path": str(tmp_path), "model": model})

@@ -9,6 +9,7 @@ from typing import Any, Final, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from deerflow.agents.memory.backends.deermem.deermem.embeddings import EXTRA, missing_modules
+from deerflow.agents.memory.backends.deermem.deermem.pipeline.extraction import model_settings
 from deerflow.agents.memory.backends.deermem.deermem.pipeline.signals import SignalPatterns
 from deerflow.agents.memory.manager import FACT_CATEGORIES, parse_backend_config
 
@@ -95,6 +96,14 @@ class DeerMemConfig(BaseModel):
                 value,
                 COSTLY_MAX_FACTS,
             )
+        return value
+
+    @field_validator("model")
+    @classmethod
+    def _model_names_a_provider(cls, value: dict[str, Any] | None) -> dict[str, Any] | None:
+        # The model is built at the first extraction (a missing integration only stops that);
+        # a misspelt key or provider is a configuration error and stops the start.
+        model_settings(value)
         return value
 
     @field_validator("patterns_dir")
