@@ -10,6 +10,7 @@ from typing import Any, Literal, get_args, get_origin
 
 import pytest
 import yaml
+from pydantic import BaseModel
 from pydantic.fields import FieldInfo
 
 from deerflow.agents.memory.backend_keys import STRICT_KEY
@@ -18,14 +19,17 @@ from deerflow.agents.memory.backends.honcho.config import parse_config as honcho
 from deerflow.agents.memory.backends.mem0.config import parse_config as mem0_config
 from deerflow.agents.memory.backends.openviking.config import parse_settings as openviking_settings
 from deerflow.config import (
+    AuthConfig,
     ConfigError,
     McpServerConfig,
     MemoryConfig,
+    ServerConfig,
     SummarizationConfig,
     load_config,
     runtime_home,
 )
 from deerflow.config import loader as config_loader
+from deerflow.config.schema import LangfuseConfig
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 
@@ -348,23 +352,54 @@ def _documented_range(field: FieldInfo) -> str | None:
     return f"({low}, {high}]" if bounds.get("gt") is not None else f"{low}..{high}"
 
 
-def test_the_reference_gives_every_deermem_key_with_its_default_and_range() -> None:
-    # Before, the reference gave a few of DeerMem's keys; the ranges of most were nowhere.
+def _reference_rows(*sections: str) -> dict[str, tuple[str, str]]:
+    """`key: (default, meaning)` of the tables in these `### ` sections of configuration.md."""
     text = (REPO_ROOT / "docs" / "configuration.md").read_text(encoding="utf-8")
-    rows = {
-        match.group(1): (match.group(2), match.group(3))
-        for match in re.finditer(r"^\| `([a-z_]+)` \| (.*?) \| (.*) \|$", text, re.M)
-    }
-    for name, field in DeerMemConfig.model_fields.items():
-        assert name in rows, name
-        default, meaning = rows[name]
-        if name != "storage_path":
-            assert default == f"`{_shown(field.default)}`", name
+    rows = {}
+    for section in sections:
+        start = text.index(f"### {section}\n") + 1
+        end = re.compile(r"^##", re.M).search(text, start)
+        table = text[start : end.start() if end else None]
+        for match in re.finditer(r"^\| `([a-z_.]+)` \| (.*?) \| (.*) \|$", table, re.M):
+            rows[match.group(1)] = (match.group(2), match.group(3))
+    return rows
+
+
+def _check_rows(model: type[BaseModel], rows: dict[str, tuple[str, str]], prefix: str = "") -> None:
+    for name, field in model.model_fields.items():
+        assert prefix + name in rows, name
+        default, meaning = rows[prefix + name]
+        if not field.is_required():
+            value = field.get_default(call_default_factory=True)
+            assert default == f"`{value if isinstance(value, dict) else _shown(value)}`", name
         documented_range = _documented_range(field)
         if documented_range is not None:
             assert documented_range in meaning, name
         if get_origin(field.annotation) is Literal:
             assert all(f"`{value}`" in default + meaning for value in get_args(field.annotation))
+
+
+def test_the_reference_gives_every_deermem_key_with_its_default_and_range() -> None:
+    # Before, the reference gave a few of DeerMem's keys; the ranges of most were nowhere.
+    sections = ("DeerMem's keys", "DeerMem on PostgreSQL", "Hybrid retrieval's packages")
+    _check_rows(DeerMemConfig, _reference_rows(*sections))
+
+
+@pytest.mark.parametrize(
+    ("section", "model", "prefix"),
+    [
+        ("`memory`", MemoryConfig, ""),
+        ("`summarization`", SummarizationConfig, ""),
+        ("`server`", ServerConfig, ""),
+        ("`auth`", AuthConfig, ""),
+        ("`tracing`", LangfuseConfig, "langfuse."),
+    ],
+)
+def test_the_reference_gives_every_host_key_with_its_default_and_range(
+    section: str, model: type[BaseModel], prefix: str
+) -> None:
+    # The summarisation triggers (> 0) and server.port (0..65535) had no documented range.
+    _check_rows(model, _reference_rows(section), prefix)
 
 
 @pytest.mark.parametrize(
