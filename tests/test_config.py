@@ -416,3 +416,16 @@ def test_a_misspelt_extraction_model_stops_the_start(
     # `config check` said valid, and every extraction then failed on the same typo.
     with pytest.raises(ValueError, match=r"^memory\.backend_config\." + message):
         parse_config({"storage_path": str(tmp_path), "model": model})
+
+
+@pytest.mark.parametrize(
+    "value", ["${DATABASE_URL:-postgresql://localhost/x}", "${unclosed", "${}"]
+)
+def test_a_dollar_brace_that_is_no_variable_is_refused(tmp_path: Path, value: str) -> None:
+    # A shell default was kept as literal text: the URL became '${DATABASE_URL:-postgresql:…}'.
+    path = write(tmp_path / "config.yaml", f"memory:\n  backend_config:\n    note: '{value}'\n")
+    with pytest.raises(ConfigError) as info:
+        load_config(path, environ={"DATABASE_URL": "postgresql://db/mem"})
+    assert str(info.value).startswith(
+        f"{path}: memory.backend_config.note: {value!r} is not a variable reference"
+    )
