@@ -429,3 +429,17 @@ def test_a_dollar_brace_that_is_no_variable_is_refused(tmp_path: Path, value: st
     assert str(info.value).startswith(
         f"{path}: memory.backend_config.note: {value!r} is not a variable reference"
     )
+
+
+def test_a_block_whose_entries_are_all_commented_out_means_its_defaults(tmp_path: Path) -> None:
+    # The user saw "mcp_servers: Input should be a valid dictionary (got None)".
+    text = "".join(
+        f"{block}:\n  # commented out\n"
+        for block in ("models", "mcp_servers", "memory", "server", "auth", "summarization")
+    )
+    path = write(tmp_path / "config.yaml", text + "tracing:\n  langfuse:\n")
+    config = load_config(path)
+    assert config.mcp_servers == {}
+    assert config.models == []
+    assert config.server.port == 8000
+    assert config.tracing.langfuse.enabled is True
