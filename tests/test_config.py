@@ -4,22 +4,32 @@ from __future__ import annotations
 
 import logging
 import re
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any, Literal, get_args, get_origin
 
 import pytest
 import yaml
+from pydantic import BaseModel
+from pydantic.fields import FieldInfo
 
 from deerflow.agents.memory.backend_keys import STRICT_KEY
 from deerflow.agents.memory.backends.deermem.deermem.config import DeerMemConfig, parse_config
+from deerflow.agents.memory.backends.honcho.config import parse_config as honcho_config
+from deerflow.agents.memory.backends.mem0.config import parse_config as mem0_config
+from deerflow.agents.memory.backends.openviking.config import parse_settings as openviking_settings
 from deerflow.config import (
+    AuthConfig,
     ConfigError,
     McpServerConfig,
     MemoryConfig,
+    ServerConfig,
     SummarizationConfig,
     load_config,
     runtime_home,
 )
 from deerflow.config import loader as config_loader
+from deerflow.config.schema import LangfuseConfig
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 
@@ -264,3 +274,172 @@ def test_a_typo_inside_an_mcp_server_is_named(
         "env": None,
         "cwd": None,
     }
+
+
+def test_a_rule_about_a_whole_block_does_not_echo_the_block(tmp_path: Path) -> None:
+    # The user saw the whole mcp server (its headers included) after "needs `url`".
+    path = write(
+        tmp_path / "config.yaml",
+        "mcp_servers:\n  api: {transport: sse, headers: {X-Custom: plainvalue123}}\n",
+    )
+    with pytest.raises(ConfigError) as info:
+        load_config(path)
+    assert str(info.value) == f"{path}: mcp_servers.api: a sse server needs `url`"
+
+
+@pytest.mark.parametrize(
+    ("page", "parse", "backend_config"),
+    [
+        ("backend-honcho.md", honcho_config, {"base_ur": "http://h"}),
+        (
+            "backend-mem0.md",
+            mem0_config,
+            {"base_url": "http://h", "embedder": {"use": "a:B"}, "embedding_dims": 8},
+        ),
+        ("backend-openviking.md", openviking_settings, {"retrieval": {"topk": 3}}),
+    ],
+)
+def test_each_backend_page_quotes_what_its_backend_says_of_an_unknown_key(
+    page: str, parse: Callable[[dict[str, Any]], object], backend_config: dict[str, Any]
+) -> None:
+    # The pages said such a key was refused; it is ignored with a warning unless strict.
+    text = " ".join((REPO_ROOT / "docs" / page).read_text(encoding="utf-8").split())
+    config = {"storage_path": "/data", **backend_config, STRICT_KEY: True}
+    with pytest.raises(ValueError, match="unknown key") as info:
+        parse(config)
+    said = str(info.value).split("; refused because")[0]
+    assert f"`{said}`" in text
+    assert "refused under `strict: true`" in text
+
+
+def test_a_patterns_dir_that_cannot_be_read_stops_the_start(tmp_path: Path) -> None:
+    # `config check` said valid, and every conversation's extraction then failed.
+    patterns = tmp_path / "patterns"
+    key = r"^memory\.backend_config\.patterns_dir: "
+    with pytest.raises(ValueError, match=key + "signal patterns_dir .* is not a directory"):
+        parse_config({"storage_path": str(tmp_path), "patterns_dir": str(patterns)})
+    patterns.mkdir()
+    (patterns / "goal.yaml").write_text("goal: ['(unclosed']\n", encoding="utf-8")
+    with pytest.raises(ValueError, match=key + ".*goal\\.yaml.*invalid regex"):
+        parse_config({"storage_path": str(tmp_path), "patterns_dir": str(patterns)})
+
+
+def _shown(value: object) -> str:
+    """A default as the reference writes it."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return str(value).lower()
+    if isinstance(value, tuple):
+        return f"[{', '.join(map(str, value))}]"
+    return f"{value:g}" if isinstance(value, float) else str(value)
+
+
+def _documented_range(field: FieldInfo) -> str | None:
+    """The range as the reference writes it (`1..100`, `(0, 1]`, `> 0`, `≥ 0`), or None."""
+    bounds = {
+        name: getattr(item, name)
+        for item in field.metadata
+        for name in ("ge", "gt", "le")
+        if hasattr(item, name)
+    }
+    low = next((f"{bounds[k]:g}" for k in ("ge", "gt") if bounds.get(k) is not None), None)
+    high = f"{bounds['le']:g}" if bounds.get("le") is not None else None
+    if low is None:
+        return None
+    if high is None:
+        return f"> {low}" if bounds.get("gt") is not None else f"≥ {low}"
+    return f"({low}, {high}]" if bounds.get("gt") is not None else f"{low}..{high}"
+
+
+def _reference_rows(*sections: str) -> dict[str, tuple[str, str]]:
+    """`key: (default, meaning)` of the tables in these `### ` sections of configuration.md."""
+    text = (REPO_ROOT / "docs" / "configuration.md").read_text(encoding="utf-8")
+    rows = {}
+    for section in sections:
+        start = text.index(f"### {section}\n") + 1
+        end = re.compile(r"^##", re.M).search(text, start)
+        table = text[start : end.start() if end else None]
+        for match in re.finditer(r"^\| `([a-z_.]+)` \| (.*?) \| (.*) \|$", table, re.M):
+            rows[match.group(1)] = (match.group(2), match.group(3))
+    return rows
+
+
+def _check_rows(model: type[BaseModel], rows: dict[str, tuple[str, str]], prefix: str = "") -> None:
+    for name, field in model.model_fields.items():
+        assert prefix + name in rows, name
+        default, meaning = rows[prefix + name]
+        if not field.is_required():
+            value = field.get_default(call_default_factory=True)
+            assert default == f"`{value if isinstance(value, dict) else _shown(value)}`", name
+        documented_range = _documented_range(field)
+        if documented_range is not None:
+            assert documented_range in meaning, name
+        if get_origin(field.annotation) is Literal:
+            assert all(f"`{value}`" in default + meaning for value in get_args(field.annotation))
+
+
+def test_the_reference_gives_every_deermem_key_with_its_default_and_range() -> None:
+    # Before, the reference gave a few of DeerMem's keys; the ranges of most were nowhere.
+    sections = ("DeerMem's keys", "DeerMem on PostgreSQL", "Hybrid retrieval's packages")
+    _check_rows(DeerMemConfig, _reference_rows(*sections))
+
+
+@pytest.mark.parametrize(
+    ("section", "model", "prefix"),
+    [
+        ("`memory`", MemoryConfig, ""),
+        ("`summarization`", SummarizationConfig, ""),
+        ("`server`", ServerConfig, ""),
+        ("`auth`", AuthConfig, ""),
+        ("`tracing`", LangfuseConfig, "langfuse."),
+    ],
+)
+def test_the_reference_gives_every_host_key_with_its_default_and_range(
+    section: str, model: type[BaseModel], prefix: str
+) -> None:
+    # The summarisation triggers (> 0) and server.port (0..65535) had no documented range.
+    _check_rows(model, _reference_rows(section), prefix)
+
+
+@pytest.mark.parametrize(
+    ("model", "message"),
+    [
+        ({"provder": "openai", "model": "gpt-4o-mini"}, r"model: unknown keys \['provder'\]"),
+        ({"provider": "opnai"}, r"model: provider: unknown provider 'opnai'"),
+        ({"model": "gpt-4o-mini"}, r"model: provider: required"),
+    ],
+)
+def test_a_misspelt_extraction_model_stops_the_start(
+    tmp_path: Path, model: dict[str, str], message: str
+) -> None:
+    # `config check` said valid, and every extraction then failed on the same typo.
+    with pytest.raises(ValueError, match=r"^memory\.backend_config\." + message):
+        parse_config({"storage_path": str(tmp_path), "model": model})
+
+
+@pytest.mark.parametrize(
+    "value", ["${DATABASE_URL:-postgresql://localhost/x}", "${unclosed", "${}"]
+)
+def test_a_dollar_brace_that_is_no_variable_is_refused(tmp_path: Path, value: str) -> None:
+    # A shell default was kept as literal text: the URL became '${DATABASE_URL:-postgresql:…}'.
+    path = write(tmp_path / "config.yaml", f"memory:\n  backend_config:\n    note: '{value}'\n")
+    with pytest.raises(ConfigError) as info:
+        load_config(path, environ={"DATABASE_URL": "postgresql://db/mem"})
+    assert str(info.value).startswith(
+        f"{path}: memory.backend_config.note: {value!r} is not a variable reference"
+    )
+
+
+def test_a_block_whose_entries_are_all_commented_out_means_its_defaults(tmp_path: Path) -> None:
+    # The user saw "mcp_servers: Input should be a valid dictionary (got None)".
+    text = "".join(
+        f"{block}:\n  # commented out\n"
+        for block in ("models", "mcp_servers", "memory", "server", "auth", "summarization")
+    )
+    path = write(tmp_path / "config.yaml", text + "tracing:\n  langfuse:\n")
+    config = load_config(path)
+    assert config.mcp_servers == {}
+    assert config.models == []
+    assert config.server.port == 8000
+    assert config.tracing.langfuse.enabled is True

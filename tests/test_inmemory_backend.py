@@ -258,3 +258,11 @@ def test_concurrent_creates_are_all_stored(manager: InMemoryMemoryManager) -> No
     assert len({fact["id"] for fact in doc["facts"]}) == threads * per_thread
     assert doc["revision"] == threads * per_thread
     assert len(manager.get_history(user_id="u1", limit=1000)) == threads * per_thread
+
+
+def test_the_backends_page_documents_its_one_key() -> None:
+    # The key was accepted and used, but no page named it.
+    page = Path(__file__).resolve().parents[1] / "docs" / "backends.md"
+    text = " ".join(page.read_text(encoding="utf-8").split())
+    assert "`inmemory` has one key, `max_context_chars` (default `4000`, > 0)" in text
+    assert InMemoryMemoryManager.from_config({})._settings.max_context_chars == 4000

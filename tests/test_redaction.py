@@ -105,3 +105,10 @@ def test_command_lines_and_urls_lose_their_secrets() -> None:
         "args": ["--token", "***", "--verbose", "--api-key=***", "server.py"],
         "url": "https://example.test/mcp?access_token=***&page=2&key=***",
     }
+
+
+def test_a_quoted_password_of_a_connection_string_is_masked_whole() -> None:
+    # libpq quotes a value with spaces; the user saw "password=*** ter2'" with its tail shown.
+    conninfo = r"host=db password='hun ter2 \' x' dbname=mem"
+    assert redact({"database_url": conninfo}) == {"database_url": "host=db password=*** dbname=mem"}
+    assert redact_text(f"connecting: {conninfo}") == "connecting: host=db password=*** dbname=mem"

@@ -61,9 +61,11 @@ _SECRET_VALUE = re.compile(
 )
 _URL_PASSWORD = re.compile(r"(?P<head>[a-z][a-z0-9+.\-]*://[^:/@\s]+:)(?P<password>[^@\s]+)(?=@)")
 # `name=value` with a secret-looking name: a URL's query parameter, a command line's
-# `--flag=value`, an environment assignment (`-e GITHUB_TOKEN=…`) or a connection string's part.
+# `--flag=value`, an environment assignment (`-e GITHUB_TOKEN=…`) or a connection string's part,
+# whose value libpq quotes when it holds spaces (`password='a b\' c'`).
 _NAMED_VALUE = re.compile(
-    r"(?P<head>(?:[?&;]|\B--|^|(?<=\s))(?P<name>[A-Za-z0-9_\-]+)=)(?P<value>[^&#;\s]+)"
+    r"(?P<head>(?:[?&;]|\B--|^|(?<=\s))(?P<name>[A-Za-z0-9_\-]+)=)"
+    r"(?P<value>'(?:[^'\\]|\\.)*'|[^&#;\s]+)"
 )
 # The short flag that takes a password in mysql and other clients; after it, a port or a port
 # mapping (`-p 8080`, docker's `-p 127.0.0.1:8080:80/tcp`) is shown.

@@ -32,7 +32,10 @@ def describe_validation_error(exc: ValidationError, prefix: str = "") -> str:
         key = dotted_path(prefix, loc)
         message = error["msg"].removeprefix("Value error, ")
         shown_key = next((str(p) for p in reversed(loc) if isinstance(p, str)), "")
-        if error["type"] != "missing" and not is_secret_key(shown_key):
+        # A whole block (a model-level rule such as "the weights must sum to 1") is not echoed:
+        # the message names its keys, and the block may hold credentials under any name.
+        shown = error["type"] != "missing" and not isinstance(error["input"], dict)
+        if shown and not is_secret_key(shown_key):
             message += f" (got {error['input']!r})"
         lines.append(f"{key}: {message}")
     return "\n".join(lines)

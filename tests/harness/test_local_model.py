@@ -9,9 +9,11 @@ from __future__ import annotations
 import json
 import logging
 import sys
+from pathlib import Path
 from typing import Any
 
 import pytest
+from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, ToolMessage
 from langchain_core.tools import tool
 
@@ -232,3 +234,12 @@ def test_without_the_local_extra_the_error_says_how_to_install_it(
     monkeypatch.setattr(local._Runtime, "_loaded", {})
     with pytest.raises(LocalModelUnavailableError, match=r"uv sync --extra local"):
         LocalChatModel().invoke([HumanMessage("hi")])
+
+
+def test_the_reference_lists_every_constructor_key() -> None:
+    # `seed` was accepted and passed to llama.cpp, but the reference's table left it out.
+    page = Path(__file__).resolve().parents[2] / "docs" / "configuration.md"
+    text = page.read_text(encoding="utf-8")
+    table = text[text.index("Its constructor keys") : text.index("It cannot call tools")]
+    own_keys = set(LocalChatModel.model_fields) - set(BaseChatModel.model_fields)
+    assert {key for key in own_keys if f"`{key}`" not in table} == set()

@@ -63,9 +63,21 @@ def test_a_wrong_database_stops_the_start_with_the_password_masked(
     with pytest.raises(DatabaseUnavailableError, match="cannot connect") as caught:
         open_pool(config)
     assert "hunter2" not in str(caught.value)
-    assert str(caught.value).startswith("database_url memory@127.0.0.1:1/nowhere: cannot connect: ")
+    # The user saw "database_url memory@…", not the dotted key every other config error names.
+    assert str(caught.value).startswith(
+        "memory.backend_config.database_url: memory@127.0.0.1:1/nowhere: cannot connect: "
+    )
     # One line, as the CLI and the log print it (psycopg's own message spans several).
     assert "\n" not in str(caught.value)
+
+
+def test_a_url_that_is_not_one_names_the_key(tmp_path: Path) -> None:
+    config = parse_config(postgres_backend_config("not a url at all", tmp_path))
+    with pytest.raises(ValueError, match="not a PostgreSQL connection string") as caught:
+        open_pool(config)
+    assert str(caught.value).startswith(
+        "memory.backend_config.database_url: not a PostgreSQL connection string: "
+    )
 
 
 @pytest.mark.parametrize(

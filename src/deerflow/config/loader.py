@@ -24,8 +24,11 @@ HOME_ENV = "DEER_FLOW_HOME"
 DEFAULT_CONFIG = Path("config.yaml")
 DEFAULT_HOME = Path(".deer-flow")
 
-# `$$` is a literal dollar; `${NAME}` and `$NAME` read the environment.
-_VARIABLE = re.compile(r"\$\$|\$\{([A-Za-z_][A-Za-z0-9_]*)\}|\$([A-Za-z_][A-Za-z0-9_]*)")
+# `$$` is a literal dollar; `${NAME}` and `$NAME` read the environment. Any other `${…}` (a
+# shell default such as `${NAME:-x}`) is refused rather than kept as literal text.
+_VARIABLE = re.compile(
+    r"\$\$|\$\{([A-Za-z_][A-Za-z0-9_]*)\}|\$([A-Za-z_][A-Za-z0-9_]*)|(\$\{[^}]*\}?)"
+)
 
 _warned_keys: set[tuple[str, str]] = set()
 _warned_lock = threading.Lock()
@@ -127,6 +130,11 @@ def interpolate(value: Any, environ: Mapping[str, str], key: str = "") -> Any:
         return value
 
     def substitute(match: re.Match[str]) -> str:
+        if match.group(3) is not None:
+            raise ConfigError(
+                f"{key}: {match.group(3)!r} is not a variable reference: write ${{NAME}} or "
+                "$NAME (no defaults), and $$ for a literal $"
+            )
         name = match.group(1) or match.group(2)
         if name is None:
             return "$"

@@ -147,13 +147,25 @@ class LangfuseConfig(ConfigSection):
     host: str | None = Field(default=None, description="Default: the SDK's (Langfuse Cloud).")
 
 
-class TracingConfig(ConfigSection):
+class _SectionsOnly(ConfigSection):
+    """A block whose every key is itself a block (or a list of them)."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _empty_block_is_default(cls, data: Any) -> Any:
+        # `mcp_servers:` with its entries commented out is YAML null: it means the defaults.
+        if not isinstance(data, dict):
+            return data
+        return {k: v for k, v in data.items() if v is not None or k not in cls.model_fields}
+
+
+class TracingConfig(_SectionsOnly):
     """`tracing:`, where memory's LLM calls are traced (the `langfuse` extra)."""
 
     langfuse: LangfuseConfig = Field(default_factory=LangfuseConfig)
 
 
-class AppConfig(ConfigSection):
+class AppConfig(_SectionsOnly):
     """The whole `config.yaml`."""
 
     models: list[ModelConfig] = Field(default_factory=list)

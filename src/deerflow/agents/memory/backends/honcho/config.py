@@ -24,7 +24,7 @@ class FailurePolicy(BaseModel):
 
 
 class HonchoConfig(BaseModel):
-    """Validated Honcho settings. Unknown keys are refused: a typo must not be ignored."""
+    """Validated Honcho settings. Unknown keys are warned about (`parse_backend_config`)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 

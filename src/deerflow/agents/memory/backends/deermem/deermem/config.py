@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import logging
+from pathlib import Path
 from typing import Any, Final, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from deerflow.agents.memory.backends.deermem.deermem.embeddings import EXTRA, missing_modules
+from deerflow.agents.memory.backends.deermem.deermem.pipeline.extraction import model_settings
+from deerflow.agents.memory.backends.deermem.deermem.pipeline.signals import SignalPatterns
 from deerflow.agents.memory.manager import FACT_CATEGORIES, parse_backend_config
 
 __all__ = ["COSTLY_MAX_FACTS", "DeerMemConfig", "parse_config"]
@@ -93,6 +96,23 @@ class DeerMemConfig(BaseModel):
                 value,
                 COSTLY_MAX_FACTS,
             )
+        return value
+
+    @field_validator("model")
+    @classmethod
+    def _model_names_a_provider(cls, value: dict[str, Any] | None) -> dict[str, Any] | None:
+        # The model is built at the first extraction (a missing integration only stops that);
+        # a misspelt key or provider is a configuration error and stops the start.
+        model_settings(value)
+        return value
+
+    @field_validator("patterns_dir")
+    @classmethod
+    def _patterns_load(cls, value: str | None) -> str | None:
+        # The worker reads them only at its first extraction; a bad folder must stop the start
+        # (and `deerflow config check`), not fail every conversation later.
+        if value is not None:
+            SignalPatterns.load(Path(value))
         return value
 
     @field_validator("retrieval_embeddings")

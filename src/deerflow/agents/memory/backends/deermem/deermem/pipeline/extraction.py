@@ -524,6 +524,39 @@ _PROVIDERS: Final[Mapping[str, tuple[str, str]]] = {
 _MODEL_KEYS: Final = ("provider", "model", "api_key", "base_url", "temperature")
 
 
+def model_settings(
+    model_config: Mapping[str, Any] | None,
+) -> tuple[str, str, dict[str, Any]] | None:
+    """`backend_config.model` as a class path, the package that provides it and its keyword
+    arguments; None when every key is unset (the host's model is used then).
+
+    Checked when the configuration is validated too, so that a typo stops the start rather
+    than every extraction.
+
+    Raises:
+        ValueError: an unknown key, or a missing or unknown provider.
+    """
+    settings = {key: value for key, value in (model_config or {}).items() if value is not None}
+    unknown = sorted(set(settings) - set(_MODEL_KEYS))
+    if unknown:
+        raise ValueError(f"unknown keys {unknown}; known: {', '.join(_MODEL_KEYS)}")
+    if not settings:
+        return None
+    provider = settings.pop("provider", None)
+    if not isinstance(provider, str) or not provider.strip():
+        raise ValueError(
+            "provider: required when other model keys are set "
+            "(omit them all to use the host's default model)"
+        )
+    path, package = _PROVIDERS.get(provider, (provider, ""))
+    if not package and ":" not in path and "." not in path:
+        raise ValueError(
+            f"provider: unknown provider {provider!r}; use one of "
+            f"{', '.join(_PROVIDERS)} or a class path 'pkg.mod:Class'"
+        )
+    return path, package, settings
+
+
 def build_model(
     model_config: Mapping[str, Any] | None,
     host_llm_factory: Callable[[], Any] | None,
@@ -541,33 +574,18 @@ def build_model(
             imported, is not a LangChain chat model or cannot be constructed (the message
             never shows the api_key), or a host factory that returned something else.
     """
-    settings = {key: value for key, value in (model_config or {}).items() if value is not None}
-    unknown = sorted(set(settings) - set(_MODEL_KEYS))
-    if unknown:
-        raise ValueError(
-            f"backend_config.model: unknown keys {unknown}; known: {', '.join(_MODEL_KEYS)}"
-        )
-    if not settings:
+    try:
+        chosen = model_settings(model_config)
+    except ValueError as exc:
+        raise ValueError(f"backend_config.model: {exc}") from None
+    if chosen is None:
         return _host_model(host_llm_factory)
-    provider = settings.pop("provider", None)
-    if not isinstance(provider, str) or not provider.strip():
-        raise ValueError(
-            "backend_config.model.provider: required when other model keys are set "
-            "(omit them all to use the host's default model)"
-        )
-    path, package = _PROVIDERS.get(provider, (provider, ""))
-    if not package and ":" not in path and "." not in path:
-        raise ValueError(
-            f"backend_config.model.provider: unknown provider {provider!r}; use one of "
-            f"{', '.join(_PROVIDERS)} or a class path 'pkg.mod:Class'"
-        )
+    path, package, settings = chosen
     try:
         cls = import_object(path)
     except ImportError as exc:
         hint = f" (pip install {package})" if package else ""
-        raise ValueError(
-            f"backend_config.model.provider={provider!r}: cannot load {path}{hint}: {exc}"
-        ) from exc
+        raise ValueError(f"backend_config.model.provider: cannot load {path}{hint}: {exc}") from exc
     if not (isinstance(cls, type) and issubclass(cls, BaseChatModel)):
         raise ValueError(f"backend_config.model.provider: {path} is not a LangChain chat model")
     try:

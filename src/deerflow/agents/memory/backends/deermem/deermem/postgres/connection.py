@@ -15,6 +15,7 @@ __all__ = ["EXTRA", "DatabaseUnavailableError", "open_pool"]
 
 EXTRA: Final = "postgres"
 _CONNECT_TIMEOUT_S: Final = 10.0
+_KEY: Final = "memory.backend_config.database_url"
 
 
 class DatabaseUnavailableError(MemoryManagerError):
@@ -46,7 +47,7 @@ def open_pool(config: DeerMemConfig) -> ConnectionPool:
         psycopg.connect(url, connect_timeout=int(_CONNECT_TIMEOUT_S)).close()
     except psycopg.Error as exc:
         said = " ".join(str(exc).split())  # one line: libpq adds hints on lines of their own
-        raise DatabaseUnavailableError(f"database_url {shown}: cannot connect: {said}") from None
+        raise DatabaseUnavailableError(f"{_KEY}: {shown}: cannot connect: {said}") from None
     pool = ConnectionPool(
         url,
         min_size=1,
@@ -60,7 +61,7 @@ def open_pool(config: DeerMemConfig) -> ConnectionPool:
     except PoolTimeout:
         pool.close()
         raise DatabaseUnavailableError(
-            f"database_url {shown}: no connection within "
+            f"{_KEY}: {shown}: no connection within "
             f"{_CONNECT_TIMEOUT_S:g} s (is the server running, and are the address, user and "
             "password right?)"
         ) from None
@@ -75,7 +76,7 @@ def _shown(url: str) -> str:
     try:
         parts = conninfo_to_dict(url)
     except ProgrammingError as exc:
-        raise ValueError(f"database_url: not a PostgreSQL connection string: {exc}") from None
+        raise ValueError(f"{_KEY}: not a PostgreSQL connection string: {exc}") from None
     where = parts.get("host") or "localhost"
     port = f":{parts['port']}" if parts.get("port") else ""
     user = f"{parts['user']}@" if parts.get("user") else ""
