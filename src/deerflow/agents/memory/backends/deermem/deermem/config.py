@@ -9,8 +9,7 @@ from typing import Any, Final, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from deerflow.agents.memory.backends.deermem.deermem.embeddings import EXTRA, missing_modules
-from deerflow.agents.memory.backends.deermem.deermem.pipeline.extraction import model_settings
-from deerflow.agents.memory.backends.deermem.deermem.pipeline.signals import SignalPatterns
+from deerflow.agents.memory.backends.deermem.deermem.model_settings import model_settings
 from deerflow.agents.memory.manager import FACT_CATEGORIES, parse_backend_config
 
 __all__ = ["COSTLY_MAX_FACTS", "DeerMemConfig", "parse_config"]
@@ -111,7 +110,11 @@ class DeerMemConfig(BaseModel):
     def _patterns_load(cls, value: str | None) -> str | None:
         # The worker reads them only at its first extraction; a bad folder must stop the start
         # (and `deerflow config check`), not fail every conversation later.
-        if value is not None:
+        if value is not None:  # imported here: a process that only reads never loads the pipeline
+            from deerflow.agents.memory.backends.deermem.deermem.pipeline.signals import (
+                SignalPatterns,
+            )
+
             SignalPatterns.load(Path(value))
         return value
 

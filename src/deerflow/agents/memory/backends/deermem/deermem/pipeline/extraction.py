@@ -21,6 +21,9 @@ from langchain_core.messages import AIMessage, BaseMessage
 from langchain_core.runnables import Runnable, RunnableConfig
 
 from deerflow.agents.memory.backends.deermem.deermem.governance import MAX_VALID_DAYS
+from deerflow.agents.memory.backends.deermem.deermem.model_settings import (
+    model_settings,
+)
 from deerflow.agents.memory.backends.deermem.deermem.pipeline.compact import (
     COMPACT_SCHEMA,
     build_compact_messages,
@@ -509,52 +512,6 @@ def use_compact_prompt(setting: str, model: BaseChatModel) -> bool:
     profile = getattr(model, "profile", None) or {}
     window = profile.get("max_input_tokens") if isinstance(profile, Mapping) else None
     return isinstance(window, int) and window < COMPACT_PROMPT_BELOW_TOKENS
-
-
-# Named providers and the LangChain integration each needs; anything else is a class path.
-_PROVIDERS: Final[Mapping[str, tuple[str, str]]] = {
-    "openai": ("langchain_openai:ChatOpenAI", "langchain-openai"),
-    "anthropic": ("langchain_anthropic:ChatAnthropic", "langchain-anthropic"),
-    "ollama": ("langchain_ollama:ChatOllama", "langchain-ollama"),
-    "deepseek": ("langchain_deepseek:ChatDeepSeek", "langchain-deepseek"),
-    "google_genai": ("langchain_google_genai:ChatGoogleGenerativeAI", "langchain-google-genai"),
-    "groq": ("langchain_groq:ChatGroq", "langchain-groq"),
-    "mistralai": ("langchain_mistralai:ChatMistralAI", "langchain-mistralai"),
-}
-_MODEL_KEYS: Final = ("provider", "model", "api_key", "base_url", "temperature")
-
-
-def model_settings(
-    model_config: Mapping[str, Any] | None,
-) -> tuple[str, str, dict[str, Any]] | None:
-    """`backend_config.model` as a class path, the package that provides it and its keyword
-    arguments; None when every key is unset (the host's model is used then).
-
-    Checked when the configuration is validated too, so that a typo stops the start rather
-    than every extraction.
-
-    Raises:
-        ValueError: an unknown key, or a missing or unknown provider.
-    """
-    settings = {key: value for key, value in (model_config or {}).items() if value is not None}
-    unknown = sorted(set(settings) - set(_MODEL_KEYS))
-    if unknown:
-        raise ValueError(f"unknown keys {unknown}; known: {', '.join(_MODEL_KEYS)}")
-    if not settings:
-        return None
-    provider = settings.pop("provider", None)
-    if not isinstance(provider, str) or not provider.strip():
-        raise ValueError(
-            "provider: required when other model keys are set "
-            "(omit them all to use the host's default model)"
-        )
-    path, package = _PROVIDERS.get(provider, (provider, ""))
-    if not package and ":" not in path and "." not in path:
-        raise ValueError(
-            f"provider: unknown provider {provider!r}; use one of "
-            f"{', '.join(_PROVIDERS)} or a class path 'pkg.mod:Class'"
-        )
-    return path, package, settings
 
 
 def build_model(
