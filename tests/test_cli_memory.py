@@ -19,6 +19,7 @@ import yaml
 from rich.console import Console
 from typer.testing import CliRunner, Result
 
+from deerflow.agents.memory.extensions import AgentListing
 from deerflow.agents.memory.manager import (
     DuplicateFactError,
     FactEvictedError,
@@ -1106,6 +1107,33 @@ def test_revert_takes_a_unique_change_id_prefix_from_any_bucket(
     assert result.exit_code == 0, result.output
     assert json.loads(result.stdout)["reverts"] == change_id
     assert contents(library, "reviewer") == {"Reviews Go code"}
+
+
+def test_revert_takes_a_prefix_of_a_change_to_a_bucket_emptied_since_on_postgres(
+    postgres_url: str, tmp_path: Path
+) -> None:
+    """PostgreSQL lists no bucket without facts, so the prefix is found in the user's whole
+    history, not bucket by bucket."""
+    config = tmp_path / "postgres.yaml"
+    backend = postgres_backend_config(postgres_url, tmp_path / "cache")
+    config.write_text(yaml.safe_dump({"memory": {"backend_config": backend}}), encoding="utf-8")
+    library = build_memory_manager(load_config(config).memory)
+    try:
+        add(library, "Reviews Go code", agent="reviewer")
+        library.clear_memory(agent_name="reviewer")
+        assert isinstance(library, AgentListing)
+        assert library.agent_names(user_id="default") == []
+        change_id = library.get_history(agent_name="reviewer")[0]["change_id"]
+
+        result = CliRunner().invoke(
+            app,
+            ["memory", "revert", change_id.removeprefix("chg_")[:8], "--yes", "-c", str(config)],
+        )
+
+        assert result.exit_code == 0, result.output
+        assert contents(library, "reviewer") == {"Reviews Go code"}
+    finally:
+        library.close()
 
 
 def test_history_shows_what_each_change_did(run: Any, library: MemoryManager) -> None:

@@ -13,7 +13,7 @@ import re
 from collections.abc import Iterable
 from typing import Final
 
-from deerflow.agents.memory.extensions import AgentListing
+from deerflow.agents.memory.extensions import AgentListing, ChangeListing
 from deerflow.agents.memory.manager import MemoryManager, MemoryUnsupportedError
 
 __all__ = ["MIN_PREFIX", "AmbiguousIdError", "resolve_change_id", "resolve_fact_id"]
@@ -66,6 +66,10 @@ def resolve_change_id(manager: MemoryManager, given: str, *, user_id: str) -> st
     """
     if FULL_CHANGE_ID.fullmatch(given):
         return given
+    if isinstance(manager, ChangeListing):
+        return _resolve(given, "chg_", manager.change_ids(user_id=user_id))
+    # Otherwise only the buckets that hold facts can be named: a change of an emptied one needs
+    # its whole id.
     buckets: list[str | None] = [None]
     if isinstance(manager, AgentListing):
         buckets += manager.agent_names(user_id=user_id)

@@ -14,6 +14,7 @@ from typing import Any, Protocol, runtime_checkable
 __all__ = [
     "AgentListing",
     "Auditable",
+    "ChangeListing",
     "EngineBacked",
     "FactsWithChosenIds",
     "MarkdownPortable",
@@ -101,6 +102,14 @@ class EngineBacked(Protocol):
 @runtime_checkable
 class AgentListing(Protocol):
     def agent_names(self, *, user_id: str | None = None) -> list[str]: ...
+
+
+@runtime_checkable
+class ChangeListing(Protocol):
+    """Every change id recorded for a user, whichever bucket the change touched (one emptied
+    since included), for hosts that accept a unique prefix of a change id."""
+
+    def change_ids(self, *, user_id: str | None = None) -> list[str]: ...
 
 
 @runtime_checkable

@@ -231,6 +231,12 @@ class InMemoryMemoryManager(MemoryManager):
             entries = [e for e in reversed(log) if e["bucket"] == bucket][: max(limit, 0)]
             return copy.deepcopy(entries)
 
+    def change_ids(self, *, user_id: str | None = None) -> list[str]:
+        """Every change id recorded for the user, oldest first, whichever bucket it touched (the
+        `ChangeListing` extension)."""
+        with self._lock:
+            return [str(entry["change_id"]) for entry in self._state(user_id).log]
+
     # -- explicit writes -----------------------------------------------------------------------
 
     def create_fact(

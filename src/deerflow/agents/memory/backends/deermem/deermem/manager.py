@@ -420,6 +420,12 @@ class DeerMemMemoryManager(MemoryManager):
             expected_revision=expected_revision,
         )
 
+    def change_ids(self, *, user_id: str | None = None) -> list[str]:
+        """Every change id recorded for the user, oldest first, whichever bucket it touched (the
+        `ChangeListing` extension)."""
+        raw_user = DEFAULT_USER if user_id is None else user_id
+        return [str(entry["change_id"]) for entry in self._store.read_history(raw_user)]
+
     def agent_names(self, *, user_id: str | None = None) -> list[str]:
         """The agents (bucket names) whose buckets hold facts of the user, the default excluded."""
         # The files engine keeps a bucket's folder when its last fact goes: ask for its facts.
