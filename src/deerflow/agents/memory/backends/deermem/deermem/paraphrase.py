@@ -121,11 +121,20 @@ def differs(new: str, stored: str, similarity: Similarity | None) -> bool:
     """The two facts `clash`, or (given a similarity) one swaps a value of the other: never one
     fact, however many words they share ("Drinks green tea with honey every morning" / "...
     every evening")."""
-    if clashes(new, stored):
-        return True
     if similarity is None:
-        return False
-    return _swaps_a_value(content_words(new), content_words(stored), similarity)
+        return clashes(new, stored)
+    return _differs(new, stored, content_words(new), content_words(stored), similarity)
+
+
+def _differs(
+    new: str,
+    stored: str,
+    words: dict[str, str],
+    stored_words: dict[str, str],
+    similarity: Similarity,
+) -> bool:
+    """`differs`, given both facts' content words already found."""
+    return clashes(new, stored) or _swaps_a_value(words, stored_words, similarity)
 
 
 def paraphrase_scores(
@@ -145,8 +154,8 @@ def paraphrase_scores(
         " ".join(words.values()), [" ".join(other.values()) for other in stored_words]
     )
     return [
-        0.0 if score >= threshold and differs(new, text, similarity) else score
-        for score, text in zip(scores, stored, strict=True)
+        0.0 if score >= threshold and _differs(new, text, words, other, similarity) else score
+        for score, text, other in zip(scores, stored, stored_words, strict=True)
     ]
 
 
